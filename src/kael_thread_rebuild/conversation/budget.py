@@ -1,0 +1,47 @@
+"""Token estimate and the carry budget: over budget, drop whole oldest turns or refuse."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..config import CarryOverflow
+from .turns import Turn
+
+_CJK = re.compile(
+    "[\u3000-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]"
+)
+
+
+def estimate_tokens(text: str, divisor: float) -> int:
+    cjk = len(_CJK.findall(text))
+    return int(cjk * 1.1 + (len(text) - cjk) / divisor)
+
+
+def turn_tokens(turn: Turn, divisor: float) -> int:
+    return sum(estimate_tokens(item.text, divisor) for item in turn.items)
+
+
+@dataclass(slots=True)
+class BudgetResult:
+    selected: list[Turn]
+    dropped_oldest_turns: int
+    estimated_tokens: int
+    overflow_tokens: int
+    overflow_blocked: bool
+
+
+def apply_budget(turns: list[Turn], fixed_tokens: int, max_tokens: int,
+                 overflow: CarryOverflow, divisor: float) -> BudgetResult:
+    """FIXED_TOKENS (the snapshot) always travels; the last turn is always kept."""
+    sizes = [turn_tokens(turn, divisor) for turn in turns]
+    total = fixed_tokens + sum(sizes)
+    if max_tokens == 0 or total <= max_tokens:
+        return BudgetResult(list(turns), 0, total, 0, False)
+    if overflow is CarryOverflow.block:
+        return BudgetResult(list(turns), 0, total, total - max_tokens, True)
+    dropped = 0
+    while total > max_tokens and dropped < len(turns) - 1:
+        total -= sizes[dropped]
+        dropped += 1
+    return BudgetResult(turns[dropped:], dropped, total, max(0, total - max_tokens), False)

@@ -1,0 +1,61 @@
+"""The dirty ledger (runtime bytes by category) and the poisoned-context score."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from pydantic import BaseModel
+
+from .records import Dirt
+from .turns import Turn
+
+RUNTIME_CATEGORIES = [d for d in Dirt if d is not Dirt.bookkeeping]
+
+
+class DirtyReport(BaseModel):
+    """Runtime bytes that Claude Code sends to the model on resume, by category.
+
+    `conversation_bytes` (the carried words) is shown apart and never counts toward the budget;
+    `bookkeeping_bytes` (records the model never sees) is reported apart too.
+    """
+
+    categories: dict[str, int]
+    total_bytes: int
+    conversation_bytes: int
+    bookkeeping_bytes: int
+    noise_ratio: float
+    dirty_budget_bytes: int
+    viewed_original_image: bool
+    should_rebuild: bool
+    reasons: list[str]
+
+
+def dirty_report(tally: Mapping[str, int], conversation_bytes: int, budget: int,
+                 viewed_original_image: bool, rebuild_on_image: bool) -> DirtyReport:
+    categories = {category.value: tally.get(category, 0) for category in RUNTIME_CATEGORIES}
+    total = sum(categories.values())
+    reasons = []
+    if total >= budget:
+        reasons.append(f"dirty budget reached: {total} >= {budget} bytes of runtime traces")
+    if viewed_original_image and rebuild_on_image:
+        reasons.append("the model viewed an original image")
+    whole = total + conversation_bytes
+    return DirtyReport(
+        categories=categories,
+        total_bytes=total,
+        conversation_bytes=conversation_bytes,
+        bookkeeping_bytes=tally.get(Dirt.bookkeeping, 0),
+        noise_ratio=round(total / whole, 4) if whole else 0.0,
+        dirty_budget_bytes=budget,
+        viewed_original_image=viewed_original_image,
+        should_rebuild=bool(reasons),
+        reasons=reasons,
+    )
+
+
+def poison_score(turns: list[Turn], pattern: re.Pattern[str], window: int) -> int:
+    """Matches of the poison pattern in the speech of the last WINDOW turns."""
+    return sum(
+        len(pattern.findall(item.text)) for turn in turns[-window:] for item in turn.items
+    )

@@ -1,0 +1,359 @@
+"""What one transcript record means: its links, the speech it holds, and the runtime bytes it adds.
+
+Every record is reduced here to small `RecordFacts`; the raw record is dropped right after, so
+memory does not grow with tool-result size. Unknown record types and fields are tolerated.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Iterable, MutableMapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from .injected import is_channel_message, is_interrupted_marker, strip_injected
+
+# Marker field our own candidate records carry, so that a candidate read again means the same.
+MARKER = "kaelRebuild"
+
+
+class Role(StrEnum):
+    user = "user"
+    assistant = "assistant"
+
+
+class Origin(StrEnum):
+    terminal = "terminal"
+    channel = "channel"
+    queued = "queued"
+    assistant = "assistant"
+    speech_tool = "speech_tool"
+    compact_summary = "compact_summary"
+
+
+class Dirt(StrEnum):
+    tool_result = "tool_result"
+    tool_use = "tool_use"
+    thinking = "thinking"
+    image = "image"
+    meta_injection = "meta_injection"
+    attachment = "attachment"
+    injected_block = "injected_block"
+    sidechain = "sidechain"
+    system = "system"
+    bookkeeping = "bookkeeping"
+
+
+# Attachments Claude Code regenerates on resume: never part of the frozen startup snapshot.
+REGENERATED_ATTACHMENTS = frozenset({
+    "environment", "model", "deferred_tools_delta", "agent_listing_delta", "skill_listing",
+    "session_context", "date", "remote_session_change", "prompt_snapshot", "auto_mode",
+    "mcp_instructions_delta", "plan_mode", "todo_reminder", "output_style", "token_usage",
+    "budget_usd", "critical_system_reminder",
+})
+# System subtypes whose content Claude Code may show to the model; the rest is bookkeeping.
+SPOKEN_SYSTEM_SUBTYPES = frozenset({"local_command", "informational", "api_error"})
+
+
+@dataclass(slots=True, frozen=True)
+class Speech:
+    role: Role
+    text: str
+    origin: Origin
+
+
+@dataclass(slots=True)
+class RecordFacts:
+    line: int
+    kind: str
+    uuid: str | None
+    parent: str | None
+    logical_parent: str | None
+    timestamp: str | None
+    sidechain: bool
+    boundary: bool
+    message_id: str | None
+    speech: tuple[Speech, ...]
+    tool_ids: tuple[str, ...]
+    is_tool_result: bool
+    snapshot_text: str | None
+    marker_kind: str | None
+
+
+class SpeechToolMatcher:
+    """Tool names whose `text` argument is the assistant speaking to the user (channel replies)."""
+
+    def __init__(self, patterns: Iterable[str]) -> None:
+        joined = "|".join(fnmatch.translate(pattern) for pattern in patterns)
+        self._regex = re.compile(joined) if joined else None
+
+    def __call__(self, name: str) -> bool:
+        return bool(self._regex and self._regex.match(name))
+
+
+def _size(value: Any) -> int:
+    if isinstance(value, str):
+        return len(value.encode())
+    if value is None:
+        return 0
+    if isinstance(value, list):
+        return sum(_size(item) for item in value)
+    if isinstance(value, dict):
+        return sum(_size(item) for item in value.values())
+    return len(str(value))
+
+
+def _text_of(content: Any) -> str:
+    """User text: the string content, or the text blocks joined by a newline."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            block["text"] for block in content
+            if isinstance(block, dict) and block.get("type") == "text"
+            and isinstance(block.get("text"), str)
+        )
+    return ""
+
+
+def _add(tally: MutableMapping[str, int], category: Dirt, size: int) -> None:
+    if size:
+        tally[category] = tally.get(category, 0) + size
+
+
+class Classifier:
+    """Turns raw records into RecordFacts and adds their runtime bytes to a tally."""
+
+    def __init__(self, speech_tools: SpeechToolMatcher) -> None:
+        self.speech_tools = speech_tools
+        self.viewed_original_image = False
+        self.model: str | None = None
+        self.version: str | None = None
+        self.cwd: str | None = None
+        self.session_ids: set[str] = set()
+
+    def classify(self, line: int, record: dict[str, Any], size: int,
+                 tally: MutableMapping[str, int]) -> RecordFacts | None:
+        kind = record.get("type")
+        uuid = record.get("uuid")
+        if not isinstance(kind, str) or not isinstance(uuid, str):
+            _add(tally, Dirt.bookkeeping, size)
+            return None
+        sidechain = record.get("isSidechain") is True
+        facts = RecordFacts(
+            line=line, kind=kind, uuid=uuid,
+            parent=_str_or_none(record.get("parentUuid")),
+            logical_parent=_str_or_none(record.get("logicalParentUuid")),
+            timestamp=_str_or_none(record.get("timestamp")),
+            sidechain=sidechain, boundary=False, message_id=None, speech=(), tool_ids=(),
+            is_tool_result=False, snapshot_text=None, marker_kind=None,
+        )
+        marker = record.get(MARKER)
+        if isinstance(marker, dict):
+            facts.marker_kind = _str_or_none(marker.get("kind"))
+        session = record.get("sessionId")
+        if isinstance(session, str) and not sidechain:
+            self.session_ids.add(session)
+        if kind in ("user", "assistant"):
+            self._remember_envelope(record)
+        message = record.get("message")
+        if kind == "user" and isinstance(message, dict):
+            self._user(record, message, facts, tally, marker)
+        elif kind == "assistant" and isinstance(message, dict):
+            self._assistant(record, message, facts, tally)
+            if facts.marker_kind is not None and isinstance(marker, dict):
+                facts.speech = _with_marker_origin(facts.speech, marker)
+        elif kind == "attachment":
+            self._attachment(record, facts, tally)
+        elif kind == "system":
+            facts.boundary = record.get("subtype") == "compact_boundary"
+            if record.get("subtype") in SPOKEN_SYSTEM_SUBTYPES:
+                _add(tally, Dirt.system, _size(record.get("content")))
+            else:
+                _add(tally, Dirt.bookkeeping, size)
+        else:
+            _add(tally, Dirt.bookkeeping, size)
+        return facts
+
+    def _remember_envelope(self, record: dict[str, Any]) -> None:
+        version = record.get("version")
+        if isinstance(version, str):
+            self.version = version
+        cwd = record.get("cwd")
+        if isinstance(cwd, str):
+            self.cwd = cwd
+
+    def _user(self, record: dict[str, Any], message: dict[str, Any], facts: RecordFacts,
+              tally: MutableMapping[str, int], marker: Any) -> None:
+        content = message.get("content")
+        if isinstance(content, list):
+            results = [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
+            for block in content:
+                if isinstance(block, dict) and block.get("type") == "image":
+                    _add(tally, Dirt.image, _size(block.get("source")))
+            if results:
+                facts.is_tool_result = True
+                facts.tool_ids = tuple(str(b.get("tool_use_id")) for b in results)
+                for block in results:
+                    self._tool_result(block, tally)
+                return
+        text = _text_of(content)
+        if facts.sidechain:
+            _add(tally, Dirt.sidechain, len(text.encode()))
+            return
+        if facts.marker_kind is not None:
+            self._own_record(text, facts, marker)
+            return
+        if record.get("isCompactSummary") is True:
+            facts.speech = (Speech(Role.user, text, Origin.compact_summary),)
+            return
+        stripped = strip_injected(text)
+        _add(tally, Dirt.injected_block, stripped.removed_bytes)
+        if stripped.blocks and text.lstrip().startswith("<system-reminder"):
+            facts.snapshot_text = "\n".join(
+                block.rstrip() for block in stripped.blocks if block.startswith("<system-reminder")
+            )
+        words = stripped.text
+        if not words.strip() or is_interrupted_marker(words):
+            return
+        if is_channel_message(words):
+            facts.speech = (Speech(Role.user, words, Origin.channel),)
+        elif record.get("isMeta") is True:
+            _add(tally, Dirt.meta_injection, len(words.encode()))
+        else:
+            facts.speech = (Speech(Role.user, words, Origin.terminal),)
+
+    def _own_record(self, text: str, facts: RecordFacts, marker: dict[str, Any]) -> None:
+        kind = facts.marker_kind
+        if kind == "startup_snapshot":
+            facts.snapshot_text = unwrap_snapshot(text)
+            return
+        prefix = marker.get("stampPrefix")
+        if isinstance(prefix, str) and text.startswith(prefix):
+            text = text[len(prefix):]
+        origin = _marker_origin(marker, Origin.terminal)
+        if kind in ("speech", "compact_summary"):
+            facts.speech = (Speech(Role.user, text, origin),)
+
+    def _tool_result(self, block: dict[str, Any], tally: MutableMapping[str, int]) -> None:
+        inner = block.get("content")
+        if isinstance(inner, list):
+            for item in inner:
+                if isinstance(item, dict) and item.get("type") == "image":
+                    self.viewed_original_image = True
+                    _add(tally, Dirt.image, _size(item.get("source")))
+                elif isinstance(item, dict):
+                    _add(tally, Dirt.tool_result, _size(item.get("text")))
+        else:
+            _add(tally, Dirt.tool_result, _size(inner))
+
+    def _assistant(self, record: dict[str, Any], message: dict[str, Any], facts: RecordFacts,
+                   tally: MutableMapping[str, int]) -> None:
+        facts.message_id = _str_or_none(message.get("id"))
+        content = message.get("content")
+        if isinstance(content, str):
+            content = [{"type": "text", "text": content}]
+        if not isinstance(content, list):
+            return
+        model = message.get("model")
+        not_speech = (
+            facts.sidechain or record.get("isApiErrorMessage") is True or model == "<synthetic>"
+        )
+        if isinstance(model, str) and model != "<synthetic>" and not facts.sidechain:
+            self.model = model
+        speech: list[Speech] = []
+        tool_ids: list[str] = []
+        for block in content:
+            if not isinstance(block, dict):
+                continue
+            block_type = block.get("type")
+            if block_type == "text":
+                text = block.get("text")
+                if not isinstance(text, str):
+                    continue
+                if facts.sidechain:
+                    _add(tally, Dirt.sidechain, len(text.encode()))
+                elif not not_speech and text.strip():
+                    speech.append(Speech(Role.assistant, text, Origin.assistant))
+            elif block_type == "tool_use":
+                tool_ids.append(str(block.get("id")))
+                speech_text = self._speech_tool_text(block)
+                if speech_text is not None and not not_speech:
+                    speech.append(Speech(Role.assistant, speech_text, Origin.speech_tool))
+                else:
+                    category = Dirt.sidechain if facts.sidechain else Dirt.tool_use
+                    _add(tally, category, _size(block.get("input")) + _size(block.get("name")))
+            elif block_type in ("thinking", "redacted_thinking"):
+                size = _size(block.get("thinking")) + _size(block.get("signature"))
+                _add(tally, Dirt.thinking, size + _size(block.get("data")))
+            elif block_type == "image":
+                self.viewed_original_image = True
+                _add(tally, Dirt.image, _size(block.get("source")))
+        facts.speech = tuple(speech)
+        facts.tool_ids = tuple(tool_ids)
+
+    def _speech_tool_text(self, block: dict[str, Any]) -> str | None:
+        name = block.get("name")
+        arguments = block.get("input")
+        if not isinstance(name, str) or not self.speech_tools(name):
+            return None
+        if not isinstance(arguments, dict):
+            return None
+        text = arguments.get("text")
+        return text if isinstance(text, str) and text.strip() else None
+
+    def _attachment(self, record: dict[str, Any], facts: RecordFacts,
+                    tally: MutableMapping[str, int]) -> None:
+        attachment = record.get("attachment")
+        kind = attachment.get("type") if isinstance(attachment, dict) else None
+        if isinstance(attachment, dict) and kind == "queued_command":
+            prompt = attachment.get("prompt")
+            mode = attachment.get("commandMode", "prompt")
+            if isinstance(prompt, str) and mode == "prompt" and not facts.sidechain:
+                words = strip_injected(prompt).text
+                if words.strip():
+                    origin = Origin.channel if is_channel_message(words) else Origin.queued
+                    facts.speech = (Speech(Role.user, words, origin),)
+            return
+        rendered = record.get("rendered")
+        if not isinstance(rendered, list) or not rendered:
+            return
+        text = "\n".join(
+            item["content"] for item in rendered
+            if isinstance(item, dict) and isinstance(item.get("content"), str)
+        )
+        _add(tally, Dirt.attachment, len(text.encode()))
+        if kind not in REGENERATED_ATTACHMENTS and text.strip() and not facts.sidechain:
+            facts.snapshot_text = text
+
+
+SNAPSHOT_OPEN = '<startup-snapshot captured_at="{captured_at}" sha256="{sha256}">\n'
+SNAPSHOT_CLOSE = "\n</startup-snapshot>"
+
+
+def wrap_snapshot(text: str, captured_at: str, sha256: str) -> str:
+    return SNAPSHOT_OPEN.format(captured_at=captured_at, sha256=sha256) + text + SNAPSHOT_CLOSE
+
+
+def unwrap_snapshot(text: str) -> str:
+    if text.startswith("<startup-snapshot ") and text.endswith(SNAPSHOT_CLOSE):
+        start = text.find(">\n")
+        if start != -1:
+            return text[start + 2 : -len(SNAPSHOT_CLOSE)]
+    return text
+
+
+def _marker_origin(marker: dict[str, Any], default: Origin) -> Origin:
+    name = marker.get("origin")
+    return Origin(name) if isinstance(name, str) and name in Origin.__members__ else default
+
+
+def _with_marker_origin(speech: tuple[Speech, ...], marker: dict[str, Any]) -> tuple[Speech, ...]:
+    return tuple(Speech(item.role, item.text, _marker_origin(marker, item.origin))
+                 for item in speech)
+
+
+def _str_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None

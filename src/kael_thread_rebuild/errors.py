@@ -1,0 +1,34 @@
+"""Errors that reach a user: each carries a one-line message and the exit code it maps to."""
+
+from __future__ import annotations
+
+
+class KaelError(Exception):
+    """Base class: `str(exc)` is the one line shown to the user."""
+
+    exit_code = 1
+
+
+class ConfigError(KaelError):
+    """The config file is missing or invalid: one problem per line, exit 2."""
+
+    exit_code = 2
+
+    def __init__(self, source: str, problems: list[str]) -> None:
+        self.source = source
+        self.problems = problems
+        super().__init__("\n".join(f"{source}: {problem}" for problem in problems))
+
+
+class UsageError(KaelError):
+    """The command line names something unusable (exit 2)."""
+
+    exit_code = 2
+
+
+class InputError(KaelError):
+    """The transcript given cannot be read or is not allowed (exit 1)."""
+
+
+class Refused(KaelError):
+    """The engine refuses to act, with the reason (exit 1)."""

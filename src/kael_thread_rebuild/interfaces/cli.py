@@ -1,0 +1,52 @@
+"""The `kael-thread-rebuild` command line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from .. import __version__
+from ..config import CONFIG_ENV, load_config
+from ..errors import KaelError
+from . import engine_commands
+
+PROG = "kael-thread-rebuild"
+EXIT_CODES = "exit codes: 0 ok, 1 refused or failed (with the reason), 2 usage or config error"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--config", metavar="PATH", default=argparse.SUPPRESS,
+                        help=f"the instance's TOML config (default: ${CONFIG_ENV})")
+    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                        help="print JSON instead of text")
+    parser = argparse.ArgumentParser(
+        prog=PROG, parents=[common],
+        description="Give a long-running Claude Code session a lossless fresh start: carry "
+                    "every real word verbatim onto a new session, verified by code.",
+        epilog=EXIT_CODES)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    engine_commands.register(commands, common)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    args.json = getattr(args, "json", False)
+    try:
+        config = load_config(getattr(args, "config", None))
+        code: int = args.handler(config, args)
+    except KaelError as exc:
+        for line in str(exc).splitlines():
+            print(f"{PROG}: {line}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,193 @@
+"""The read-only plan: what a rebuild of one transcript would carry, and whether it may run."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from .config import Config
+from .conversation.branch import active_branch
+from .conversation.budget import apply_budget, estimate_tokens
+from .conversation.dirty import DirtyReport, dirty_report, poison_score
+from .conversation.records import Classifier, Origin, RecordFacts, SpeechToolMatcher
+from .conversation.snapshot import Snapshot, find_snapshot
+from .conversation.turns import Turn, build_turns
+from .errors import InputError
+from .transcript.reader import ReadStats, read_records
+
+_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+class PlanReport(BaseModel):
+    source_path: str
+    source_sha256: str
+    source_bytes: int
+    source_session_id: str
+    claude_code_version: str | None
+    source_turns: int
+    selected_turns: int
+    open_tail_turns: int
+    open_tail_carried: bool
+    dropped_oldest_turns: int
+    dropped_open_tail_items: int
+    source_speech_items: int
+    carried_speech_items: int
+    estimated_tokens: int
+    overflow_blocked: bool
+    overflow_tokens: int
+    poison_score: int
+    startup_frozen: bool
+    startup_sha256: str | None
+    unreadable_lines: list[int]
+    torn_final_line: bool
+    abandoned_branch_records: int
+    branch_file_order_fallback: bool
+    bridged_missing_parents: int
+    dropped_leading_assistant_items: int
+    speech_by_origin: dict[str, int]
+    blocked_reason: str
+    notes: list[str]
+    dirty: DirtyReport
+
+
+@dataclass(slots=True)
+class Plan:
+    report: PlanReport
+    source_path: Path
+    snapshot: Snapshot | None
+    turns: list[Turn]
+    model: str | None
+    cwd: str | None
+
+    @property
+    def blocked(self) -> bool:
+        return bool(self.report.blocked_reason)
+
+
+def _read(path: Path, classifier: Classifier, tally: dict[str, int],
+          stats: ReadStats) -> list[RecordFacts]:
+    records: list[RecordFacts] = []
+    try:
+        for line, record, size in read_records(path, stats):
+            facts = classifier.classify(line, record, size, tally)
+            if facts is not None:
+                records.append(facts)
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    return records
+
+
+def build_plan(config: Config, path: Path) -> Plan:
+    """One streaming pass over PATH, then the branch walk, turns, snapshot, budget and checks."""
+    classifier = Classifier(SpeechToolMatcher(config.speech_tool_pattern))
+    tally: dict[str, int] = {}
+    stats = ReadStats()
+    records = _read(path, classifier, tally, stats)
+    if stats.bytes_read == 0:
+        raise InputError(f"transcript {path} is empty")
+    parsed_lines = stats.lines - len(stats.unreadable_lines) - int(stats.torn_final_line)
+    if not records and stats.unreadable_lines and parsed_lines <= 0:
+        raise InputError(
+            f"transcript {path} is not a Claude Code transcript: none of its "
+            f"{stats.lines} lines is a JSON record"
+        )
+
+    branch = active_branch(records)
+    snapshot = find_snapshot(branch.records) if config.freeze_startup_snapshot else None
+    built = build_turns(branch.records)
+    turns = built.turns
+    open_tail = bool(turns) and turns[-1].is_open
+    dropped_tail_items = 0
+    carried = turns
+    if open_tail and not config.include_open_tail:
+        dropped_tail_items = len(turns[-1].items)
+        carried = turns[:-1]
+    snapshot_tokens = estimate_tokens(snapshot.text, config.token_divisor) if snapshot else 0
+    budget = apply_budget(carried, snapshot_tokens, config.carry_max_tokens,
+                          config.carry_overflow, config.token_divisor)
+    poison = poison_score(turns, config.poison_regex, config.poison_window_turns)
+
+    by_origin = {origin.value: 0 for origin in Origin}
+    conversation_bytes = 0
+    longest: tuple[int, int] = (0, 0)
+    for turn in turns:
+        for item in turn.items:
+            by_origin[item.origin] += 1
+            conversation_bytes += len(item.text.encode())
+            longest = max(longest, (len(item.text), item.source_line))
+    source_items = sum(by_origin.values())
+    carried_items = sum(len(turn.items) for turn in budget.selected)
+
+    notes = []
+    if branch.file_order_fallback:
+        notes.append("no record carries a parentUuid link: conversation taken in file order")
+    if branch.bridged_gaps:
+        notes.append(f"{branch.bridged_gaps} missing parent(s) bridged by timestamp (<= 5 s)")
+    if stats.torn_final_line:
+        notes.append("the final line has no newline (a write in progress) and was ignored")
+    if open_tail:
+        verb = "carried, marked unanswered" if config.include_open_tail else "not carried"
+        notes.append(f"the last turn has no reply yet ({verb})")
+
+    reasons = []
+    if stats.unreadable_lines and config.block_on_unreadable_lines:
+        count = len(stats.unreadable_lines)
+        reasons.append(f"{count} unreadable line{'s' if count > 1 else ''} "
+                       f"(first at line {stats.unreadable_lines[0]}) may hold a user's words")
+    if branch.cycle_at_line is not None:
+        reasons.append(f"the parentUuid chain loops at line {branch.cycle_at_line}")
+    if not turns:
+        reasons.append("there is no conversation to carry")
+    if poison >= config.poison_threshold:
+        reasons.append(f"poisoned context: {poison} matches of poison_pattern in the last "
+                       f"{config.poison_window_turns} turns")
+    if budget.overflow_blocked:
+        reasons.append(f"over budget: {budget.estimated_tokens} estimated tokens > "
+                       f"carry_max_tokens {config.carry_max_tokens} (carry_overflow = block)")
+    if config.max_event_chars and longest[0] > config.max_event_chars:
+        reasons.append(f"the speech item at line {longest[1]} has {longest[0]} characters, "
+                       f"over max_event_chars {config.max_event_chars}")
+
+    dirty = dirty_report(tally, conversation_bytes, config.dirty_budget_bytes,
+                         classifier.viewed_original_image, config.rebuild_on_original_image_view)
+    report = PlanReport(
+        source_path=str(path),
+        source_sha256=stats.sha256,
+        source_bytes=stats.bytes_read,
+        source_session_id=_session_id(path, classifier.session_ids),
+        claude_code_version=classifier.version,
+        source_turns=len(turns),
+        selected_turns=len(budget.selected),
+        open_tail_turns=int(open_tail),
+        open_tail_carried=open_tail and config.include_open_tail,
+        dropped_oldest_turns=budget.dropped_oldest_turns,
+        dropped_open_tail_items=dropped_tail_items,
+        source_speech_items=source_items,
+        carried_speech_items=carried_items,
+        estimated_tokens=budget.estimated_tokens,
+        overflow_blocked=budget.overflow_blocked,
+        overflow_tokens=budget.overflow_tokens,
+        poison_score=poison,
+        startup_frozen=snapshot is not None,
+        startup_sha256=snapshot.sha256 if snapshot else None,
+        unreadable_lines=stats.unreadable_lines,
+        torn_final_line=stats.torn_final_line,
+        abandoned_branch_records=branch.abandoned_records,
+        branch_file_order_fallback=branch.file_order_fallback,
+        bridged_missing_parents=branch.bridged_gaps,
+        dropped_leading_assistant_items=built.leading_assistant_items,
+        speech_by_origin=by_origin,
+        blocked_reason="; ".join(reasons),
+        notes=notes,
+        dirty=dirty,
+    )
+    return Plan(report, path, snapshot, budget.selected, classifier.model, classifier.cwd)
+
+
+def _session_id(path: Path, seen: set[str]) -> str:
+    if _UUID.match(path.stem):
+        return path.stem
+    return sorted(seen)[0] if len(seen) == 1 else ""

@@ -1,0 +1,1 @@
+"""Switching bases: one module per way a household runs Claude Code (tmux, pointer, systemd)."""

@@ -1,0 +1,37 @@
+"""The small interface every switching base implements."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from pydantic import BaseModel, ConfigDict
+
+
+class Identity(BaseModel):
+    """What proves the target is still the one prepared against (compare-and-swap token).
+
+    `base` names the base; `token` holds its fields (tmux: pane_id, pane_pid; systemd: main_pid;
+    pointer: content digest). Two identities are equal when base and token are equal.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    base: str
+    token: dict[str, str]
+    running_session_id: str | None = None
+
+
+class SwitchBase(Protocol):
+    name: str
+
+    def identity(self) -> Identity:
+        """The current identity; raises KaelError with a one-line reason when unreadable."""
+
+    def alive(self) -> bool:
+        """Whether the target currently runs something (pane alive, unit active, pointer set)."""
+
+    def switch_to(self, session_id: str) -> list[str]:
+        """Make the target run SESSION_ID; returns the argv (or pointer content) actually used."""
+
+    def running_session(self) -> str | None:
+        """The session id the target's Claude Code reports, where it can be known."""
