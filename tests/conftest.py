@@ -1,0 +1,35 @@
+"""Shared fixtures: every test gets its own project dir, state dir and config."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kael_thread_rebuild.config import Config, parse_config
+
+ConfigFactory = Callable[..., Config]
+
+
+@pytest.fixture
+def project_dir(tmp_path: Path) -> Path:
+    path = tmp_path / "projects" / "-home-user-project"
+    path.mkdir(parents=True)
+    return path
+
+
+@pytest.fixture
+def make_config(tmp_path: Path, project_dir: Path) -> ConfigFactory:
+    def build(**overrides: Any) -> Config:
+        data: dict[str, Any] = {
+            "project_dir": str(project_dir),
+            "state_dir": str(tmp_path / "state"),
+            "tmux_target": "DO-NOT-CREATE-test:0.0",
+            "tmux_socket": f"kael-test-{tmp_path.name}",
+        }
+        data.update(overrides)
+        return parse_config(data)
+
+    return build
