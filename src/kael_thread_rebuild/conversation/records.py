@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+import orjson
+
 from .injected import is_channel_message, is_interrupted_marker, strip_injected
 
 # Marker field our own candidate records carry, so that a candidate read again means the same.
@@ -94,15 +96,12 @@ class SpeechToolMatcher:
 
 
 def _size(value: Any) -> int:
+    """UTF-8 bytes of a text, or of a structure's JSON form."""
     if isinstance(value, str):
         return len(value.encode())
     if value is None:
         return 0
-    if isinstance(value, list):
-        return sum(_size(item) for item in value)
-    if isinstance(value, dict):
-        return sum(_size(item) for item in value.values())
-    return len(str(value))
+    return len(orjson.dumps(value))
 
 
 def _text_of(content: Any) -> str:
