@@ -254,7 +254,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--snapshot-policy",
         choices=("every-turn", "first-turn"),
-        default="every-turn",
+        default="first-turn",
         help="generator: when to write prompt_snapshot",
     )
     parser.add_argument(
