@@ -12,7 +12,7 @@ from .config import Config
 from .conversation.branch import active_branch
 from .conversation.budget import apply_budget, estimate_tokens
 from .conversation.dirty import DirtyReport, dirty_report, poison_score
-from .conversation.records import Classifier, Origin, RecordFacts, SpeechToolMatcher
+from .conversation.records import Classifier, Origin, SpeechToolMatcher
 from .conversation.snapshot import Snapshot, find_snapshot
 from .conversation.turns import Turn, build_turns
 from .errors import InputError
@@ -67,17 +67,13 @@ class Plan:
         return bool(self.report.blocked_reason)
 
 
-def _read(path: Path, classifier: Classifier, tally: dict[str, int],
-          stats: ReadStats) -> list[RecordFacts]:
-    records: list[RecordFacts] = []
+def _read(path: Path, classifier: Classifier, tally: dict[str, int], stats: ReadStats) -> None:
+    classify = classifier.classify
     try:
         for line, record, size in read_records(path, stats):
-            facts = classifier.classify(line, record, size, tally)
-            if facts is not None:
-                records.append(facts)
+            classify(line, record, size, tally)
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
-    return records
 
 
 def build_plan(config: Config, path: Path) -> Plan:
@@ -85,19 +81,19 @@ def build_plan(config: Config, path: Path) -> Plan:
     classifier = Classifier(SpeechToolMatcher(config.speech_tool_pattern))
     tally: dict[str, int] = {}
     stats = ReadStats()
-    records = _read(path, classifier, tally, stats)
+    _read(path, classifier, tally, stats)
     if stats.bytes_read == 0:
         raise InputError(f"transcript {path} is empty")
     parsed_lines = stats.lines - len(stats.unreadable_lines) - int(stats.torn_final_line)
-    if not records and stats.unreadable_lines and parsed_lines <= 0:
+    if stats.unreadable_lines and parsed_lines <= 0:
         raise InputError(
             f"transcript {path} is not a Claude Code transcript: none of its "
             f"{stats.lines} lines is a JSON record"
         )
 
-    branch = active_branch(records)
-    snapshot = find_snapshot(branch.records) if config.freeze_startup_snapshot else None
-    built = build_turns(branch.records)
+    branch = active_branch(classifier.table)
+    snapshot = find_snapshot(branch.rows, classifier) if config.freeze_startup_snapshot else None
+    built = build_turns(branch.rows, classifier.speech, classifier.table.lines)
     turns = built.turns
     open_tail = bool(turns) and turns[-1].is_open
     dropped_tail_items = 0

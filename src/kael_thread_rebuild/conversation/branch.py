@@ -10,139 +10,127 @@ off the walked path are recovered by `message.id`.
 from __future__ import annotations
 
 import bisect
+import math
+from array import array
 from dataclasses import dataclass
-from datetime import datetime
 
-from .records import RecordFacts
+from .table import BOUNDARY, NO_PARENT, SIDECHAIN, TOOL_RESULT, Kind, RecordTable
 
-BRIDGE_MS = 5000
-CONVERSATION_KINDS = ("user", "assistant")
+BRIDGE_MS = 5000.0
+CONVERSATION = (Kind.user, Kind.assistant)
 
 
 @dataclass(slots=True)
 class Branch:
-    records: list[RecordFacts]
+    rows: list[int]
     abandoned_records: int
     file_order_fallback: bool
     bridged_gaps: int
     cycle_at_line: int | None
 
 
-def _epoch_ms(timestamp: str | None) -> float | None:
-    if not timestamp:
-        return None
-    try:
-        return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp() * 1000
-    except ValueError:
-        return None
-
-
 class _Bridge:
-    """Finds the newest record at most BRIDGE_MS older than a child, built only when needed."""
+    """Finds the newest record at most BRIDGE_MS older than a child; built only when needed."""
 
-    def __init__(self, records: list[RecordFacts]) -> None:
-        timed = [(ms, record.line, record) for record in records
-                 if (ms := _epoch_ms(record.timestamp)) is not None]
-        timed.sort(key=lambda item: (item[0], item[1]))
-        self._keys = [(ms, line) for ms, line, _ in timed]
-        self._records = [record for _, _, record in timed]
+    def __init__(self, table: RecordTable, main: array[int]) -> None:
+        self.table = table
+        timed = sorted((table.times[row], row) for row in main
+                       if not math.isnan(table.times[row]))
+        self.keys = timed
 
-    def find(self, child: RecordFacts, visited: set[int]) -> RecordFacts | None:
-        child_ms = _epoch_ms(child.timestamp)
-        if child_ms is None:
+    def find(self, child: int, visited: set[int]) -> int | None:
+        child_ms = self.table.times[child]
+        if math.isnan(child_ms):
             return None
-        index = bisect.bisect_right(self._keys, (child_ms, float("inf")))
+        index = bisect.bisect_right(self.keys, (child_ms, math.inf))
         while index > 0:
             index -= 1
-            ms, _ = self._keys[index]
+            ms, row = self.keys[index]
             if child_ms - ms > BRIDGE_MS:
                 return None
-            candidate = self._records[index]
-            if (candidate is not child and id(candidate) not in visited
-                    and candidate.sidechain == child.sidechain):
-                return candidate
+            if row != child and row not in visited:
+                return row
         return None
 
 
-def active_branch(records: list[RecordFacts]) -> Branch:
-    """RECORDS are all uuid-bearing records in file order (later duplicates of a uuid win)."""
-    by_uuid: dict[str, RecordFacts] = {}
-    for record in records:
-        if record.uuid is not None:
-            by_uuid[record.uuid] = record
-    main = [r for r in records if not r.sidechain and by_uuid.get(r.uuid or "") is r]
-    conversation = [r for r in main if r.kind in CONVERSATION_KINDS]
+def active_branch(table: RecordTable) -> Branch:
+    kinds = table.kinds
+    main = array("q", (row for row in range(len(table)) if table.live(row)))
+    conversation = [row for row in main if kinds[row] in CONVERSATION]
     if not conversation:
         return Branch([], 0, False, 0, None)
-    if len(conversation) > 1 and all(r.parent is None for r in conversation):
-        return Branch(main, 0, True, 0, None)
+    if len(conversation) > 1 and all(
+            table.parents[row] == NO_PARENT for row in conversation):
+        return Branch(list(main), 0, True, 0, None)
 
-    position = {id(record): index for index, record in enumerate(main)}
     bridge: _Bridge | None = None
     visited: set[int] = set()
-    path: list[RecordFacts] = []
+    path: list[int] = []
     bridged = 0
     cycle_at: int | None = None
-    current: RecordFacts | None = conversation[-1]
+    current: int | None = conversation[-1]
     while current is not None:
-        if id(current) in visited:
-            cycle_at = current.line
+        if current in visited:
+            cycle_at = table.lines[current]
             break
-        visited.add(id(current))
+        visited.add(current)
         path.append(current)
-        parent_id = current.parent
-        if current.boundary:
-            if current.logical_parent in by_uuid:
-                current = by_uuid[current.logical_parent]
-            else:
-                index = position.get(id(current), 0)
+        if table.flags[current] & BOUNDARY:
+            current = table.logical_parent_of(current)
+            if current is None:
+                index = bisect.bisect_left(main, path[-1])
                 current = main[index - 1] if index > 0 else None
             continue
-        if parent_id is None:
+        parent = table.parent_of(current)
+        if parent == NO_PARENT:
             break
-        parent = by_uuid.get(parent_id)
-        if parent is None:
-            bridge = bridge or _Bridge(main)
+        if parent is None or table.flags[parent] & SIDECHAIN:
+            bridge = bridge or _Bridge(table, main)
             parent = bridge.find(current, visited)
             if parent is not None:
                 bridged += 1
         current = parent
     path.reverse()
-    ordered = _with_parallel_siblings(path, main, visited)
-    return Branch(ordered, _abandoned(main, ordered), False, bridged, cycle_at)
+    rows = _with_parallel_siblings(table, path, main, visited)
+    return Branch(rows, _abandoned(table, main, rows), False, bridged, cycle_at)
 
 
-def _with_parallel_siblings(path: list[RecordFacts], main: list[RecordFacts],
-                            on_path: set[int]) -> list[RecordFacts]:
+def _with_parallel_siblings(table: RecordTable, path: list[int], main: array[int],
+                            on_path: set[int]) -> list[int]:
     """Add off-path records of on-path API messages; each message's records in file order."""
-    message_ids = {r.message_id for r in path if r.message_id is not None}
-    groups: dict[str, list[RecordFacts]] = {}
+    messages = table.messages
+    wanted = {messages[row] for row in path if messages[row] >= 0}
+    groups: dict[int, list[int]] = {}
     recovered = False
-    for record in main:
-        if record.kind == "assistant" and record.message_id in message_ids:
-            assert record.message_id is not None
-            groups.setdefault(record.message_id, []).append(record)
-            recovered = recovered or id(record) not in on_path
+    for row in main:
+        code = messages[row]
+        if code in wanted and table.kinds[row] == Kind.assistant:
+            groups.setdefault(code, []).append(row)
+            recovered = recovered or row not in on_path
     if not recovered:
         return path
-    ordered: list[RecordFacts] = []
-    for record in path:
-        if record.message_id is None or record.kind != "assistant":
-            ordered.append(record)
-        elif record.message_id in groups:
-            ordered.extend(groups.pop(record.message_id))
+    ordered: list[int] = []
+    for row in path:
+        code = messages[row]
+        if code < 0 or table.kinds[row] != Kind.assistant:
+            ordered.append(row)
+        elif code in groups:
+            ordered.extend(groups.pop(code))
     return ordered
 
 
-def _abandoned(main: list[RecordFacts], branch: list[RecordFacts]) -> int:
+def _abandoned(table: RecordTable, main: array[int], branch: list[int]) -> int:
     """Conversation records left on other branches (rewinds, edits, forks).
 
-    Tool results of parallel calls hang off the branch by design and are not abandoned.
+    Results of parallel tool calls hang off their own tool_use record on the branch by design
+    and are not abandoned.
     """
-    included = {id(record) for record in branch}
-    tool_ids = {tool_id for record in branch for tool_id in record.tool_ids}
-    return sum(
-        1 for record in main
-        if record.kind in CONVERSATION_KINDS and id(record) not in included
-        and not (record.is_tool_result and set(record.tool_ids) <= tool_ids)
-    )
+    included = set(branch)
+    count = 0
+    for row in main:
+        if table.kinds[row] not in CONVERSATION or row in included:
+            continue
+        if table.flags[row] & TOOL_RESULT and table.parent_of(row) in included:
+            continue
+        count += 1
+    return count

@@ -1,7 +1,8 @@
 """What one transcript record means: its links, the speech it holds, and the runtime bytes it adds.
 
-Every record is reduced here to small `RecordFacts`; the raw record is dropped right after, so
-memory does not grow with tool-result size. Unknown record types and fields are tolerated.
+Every chain record becomes one row of a RecordTable (plus its speech, when it has any); the raw
+record is dropped right after, so memory does not grow with tool-result size. Unknown record
+types and fields are tolerated.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 import orjson
 
 from .injected import is_channel_message, is_interrupted_marker, strip_injected
+from .table import BOUNDARY, KINDS, SIDECHAIN, TOOL_RESULT, Kind, RecordTable
 
 # Marker field our own candidate records carry, so that a candidate read again means the same.
 MARKER = "kaelRebuild"
@@ -66,22 +68,33 @@ class Speech:
     origin: Origin
 
 
-@dataclass(slots=True)
-class RecordFacts:
-    line: int
-    kind: str
-    uuid: str | None
-    parent: str | None
-    logical_parent: str | None
+@dataclass(slots=True, frozen=True)
+class RowSpeech:
+    """The speech of one record, with where it came from."""
+
+    uuid: str
     timestamp: str | None
-    sidechain: bool
-    boundary: bool
-    message_id: str | None
-    speech: tuple[Speech, ...]
-    tool_ids: tuple[str, ...]
-    is_tool_result: bool
-    snapshot_text: str | None
-    marker_kind: str | None
+    items: tuple[Speech, ...]
+
+
+@dataclass(slots=True, frozen=True)
+class SnapshotPart:
+    """Start-up context found in one record of the first turn."""
+
+    uuid: str
+    timestamp: str | None
+    text: str
+
+
+@dataclass(slots=True)
+class _Facts:
+    """What classifying one record found, before it is stored in the table."""
+
+    flags: int = 0
+    speech: tuple[Speech, ...] = ()
+    snapshot_text: str | None = None
+    marker_kind: str | None = None
+    message_id: str | None = None
 
 
 class SpeechToolMatcher:
@@ -123,10 +136,16 @@ def _add(tally: MutableMapping[str, int], category: Dirt, size: int) -> None:
 
 
 class Classifier:
-    """Turns raw records into RecordFacts and adds their runtime bytes to a tally."""
+    """Reads raw records into a RecordTable plus the speech and snapshot text they hold, and
+    adds their runtime bytes to a tally."""
 
     def __init__(self, speech_tools: SpeechToolMatcher) -> None:
         self.speech_tools = speech_tools
+        self.table = RecordTable()
+        self.speech: dict[int, RowSpeech] = {}
+        self.snapshot_texts: dict[int, SnapshotPart] = {}
+        self.markers: dict[int, str] = {}
+        self.seen_assistant = False
         self.viewed_original_image = False
         self.model: str | None = None
         self.version: str | None = None
@@ -134,47 +153,57 @@ class Classifier:
         self.session_ids: set[str] = set()
 
     def classify(self, line: int, record: dict[str, Any], size: int,
-                 tally: MutableMapping[str, int]) -> RecordFacts | None:
-        kind = record.get("type")
+                 tally: MutableMapping[str, int]) -> None:
+        kind_name = record.get("type")
         uuid = record.get("uuid")
-        if not isinstance(kind, str) or not isinstance(uuid, str):
+        if not isinstance(uuid, str) or not isinstance(kind_name, str):
             _add(tally, Dirt.bookkeeping, size)
-            return None
-        sidechain = record.get("isSidechain") is True
-        facts = RecordFacts(
-            line=line, kind=kind, uuid=uuid,
-            parent=_str_or_none(record.get("parentUuid")),
-            logical_parent=_str_or_none(record.get("logicalParentUuid")),
-            timestamp=_str_or_none(record.get("timestamp")),
-            sidechain=sidechain, boundary=False, message_id=None, speech=(), tool_ids=(),
-            is_tool_result=False, snapshot_text=None, marker_kind=None,
-        )
+            return
+        kind = KINDS.get(kind_name, Kind.other)
+        facts = _Facts(flags=SIDECHAIN if record.get("isSidechain") is True else 0)
         marker = record.get(MARKER)
         if isinstance(marker, dict):
             facts.marker_kind = _str_or_none(marker.get("kind"))
-        session = record.get("sessionId")
-        if isinstance(session, str) and not sidechain:
-            self.session_ids.add(session)
-        if kind in ("user", "assistant"):
-            self._remember_envelope(record)
+        if not facts.flags & SIDECHAIN:
+            session = record.get("sessionId")
+            if isinstance(session, str):
+                self.session_ids.add(session)
         message = record.get("message")
-        if kind == "user" and isinstance(message, dict):
+        if kind is Kind.user and isinstance(message, dict):
+            self._remember_envelope(record)
             self._user(record, message, facts, tally, marker)
-        elif kind == "assistant" and isinstance(message, dict):
+        elif kind is Kind.assistant and isinstance(message, dict):
+            self._remember_envelope(record)
             self._assistant(record, message, facts, tally)
             if facts.marker_kind is not None and isinstance(marker, dict):
                 facts.speech = _with_marker_origin(facts.speech, marker)
-        elif kind == "attachment":
+        elif kind is Kind.attachment:
             self._attachment(record, facts, tally)
-        elif kind == "system":
-            facts.boundary = record.get("subtype") == "compact_boundary"
+        elif kind is Kind.system:
+            if record.get("subtype") == "compact_boundary":
+                facts.flags |= BOUNDARY
             if record.get("subtype") in SPOKEN_SYSTEM_SUBTYPES:
                 _add(tally, Dirt.system, _size(record.get("content")))
             else:
                 _add(tally, Dirt.bookkeeping, size)
         else:
             _add(tally, Dirt.bookkeeping, size)
-        return facts
+        timestamp = record.get("timestamp")
+        row = self.table.add(uuid, kind, facts.flags, record.get("parentUuid"), timestamp,
+                             line, facts.message_id)
+        if facts.flags & BOUNDARY:
+            logical = record.get("logicalParentUuid")
+            if isinstance(logical, str):
+                self.table.logical_parents[row] = logical
+        if facts.speech:
+            self.speech[row] = RowSpeech(uuid, _str_or_none(timestamp), facts.speech)
+        if facts.marker_kind is not None:
+            self.markers[row] = facts.marker_kind
+        if facts.snapshot_text and not self.seen_assistant:
+            self.snapshot_texts[row] = SnapshotPart(uuid, _str_or_none(timestamp),
+                                                    facts.snapshot_text)
+        if kind is Kind.assistant:
+            self.seen_assistant = True
 
     def _remember_envelope(self, record: dict[str, Any]) -> None:
         version = record.get("version")
@@ -184,7 +213,7 @@ class Classifier:
         if isinstance(cwd, str):
             self.cwd = cwd
 
-    def _user(self, record: dict[str, Any], message: dict[str, Any], facts: RecordFacts,
+    def _user(self, record: dict[str, Any], message: dict[str, Any], facts: _Facts,
               tally: MutableMapping[str, int], marker: Any) -> None:
         content = message.get("content")
         if isinstance(content, list):
@@ -193,13 +222,12 @@ class Classifier:
                 if isinstance(block, dict) and block.get("type") == "image":
                     _add(tally, Dirt.image, _size(block.get("source")))
             if results:
-                facts.is_tool_result = True
-                facts.tool_ids = tuple(str(b.get("tool_use_id")) for b in results)
+                facts.flags |= TOOL_RESULT
                 for block in results:
                     self._tool_result(block, tally)
                 return
         text = _text_of(content)
-        if facts.sidechain:
+        if facts.flags & SIDECHAIN:
             _add(tally, Dirt.sidechain, len(text.encode()))
             return
         if facts.marker_kind is not None:
@@ -224,7 +252,7 @@ class Classifier:
         else:
             facts.speech = (Speech(Role.user, words, Origin.terminal),)
 
-    def _own_record(self, text: str, facts: RecordFacts, marker: dict[str, Any]) -> None:
+    def _own_record(self, text: str, facts: _Facts, marker: dict[str, Any]) -> None:
         kind = facts.marker_kind
         if kind == "startup_snapshot":
             facts.snapshot_text = unwrap_snapshot(text)
@@ -248,7 +276,7 @@ class Classifier:
         else:
             _add(tally, Dirt.tool_result, _size(inner))
 
-    def _assistant(self, record: dict[str, Any], message: dict[str, Any], facts: RecordFacts,
+    def _assistant(self, record: dict[str, Any], message: dict[str, Any], facts: _Facts,
                    tally: MutableMapping[str, int]) -> None:
         facts.message_id = _str_or_none(message.get("id"))
         content = message.get("content")
@@ -257,13 +285,13 @@ class Classifier:
         if not isinstance(content, list):
             return
         model = message.get("model")
+        sidechain = bool(facts.flags & SIDECHAIN)
         not_speech = (
-            facts.sidechain or record.get("isApiErrorMessage") is True or model == "<synthetic>"
+            sidechain or record.get("isApiErrorMessage") is True or model == "<synthetic>"
         )
-        if isinstance(model, str) and model != "<synthetic>" and not facts.sidechain:
+        if isinstance(model, str) and model != "<synthetic>" and not sidechain:
             self.model = model
         speech: list[Speech] = []
-        tool_ids: list[str] = []
         for block in content:
             if not isinstance(block, dict):
                 continue
@@ -272,17 +300,16 @@ class Classifier:
                 text = block.get("text")
                 if not isinstance(text, str):
                     continue
-                if facts.sidechain:
+                if sidechain:
                     _add(tally, Dirt.sidechain, len(text.encode()))
                 elif not not_speech and text.strip():
                     speech.append(Speech(Role.assistant, text, Origin.assistant))
             elif block_type == "tool_use":
-                tool_ids.append(str(block.get("id")))
                 speech_text = self._speech_tool_text(block)
                 if speech_text is not None and not not_speech:
                     speech.append(Speech(Role.assistant, speech_text, Origin.speech_tool))
                 else:
-                    category = Dirt.sidechain if facts.sidechain else Dirt.tool_use
+                    category = Dirt.sidechain if sidechain else Dirt.tool_use
                     _add(tally, category, _size(block.get("input")) + _size(block.get("name")))
             elif block_type in ("thinking", "redacted_thinking"):
                 size = _size(block.get("thinking")) + _size(block.get("signature"))
@@ -291,7 +318,6 @@ class Classifier:
                 self.viewed_original_image = True
                 _add(tally, Dirt.image, _size(block.get("source")))
         facts.speech = tuple(speech)
-        facts.tool_ids = tuple(tool_ids)
 
     def _speech_tool_text(self, block: dict[str, Any]) -> str | None:
         name = block.get("name")
@@ -303,14 +329,14 @@ class Classifier:
         text = arguments.get("text")
         return text if isinstance(text, str) and text.strip() else None
 
-    def _attachment(self, record: dict[str, Any], facts: RecordFacts,
+    def _attachment(self, record: dict[str, Any], facts: _Facts,
                     tally: MutableMapping[str, int]) -> None:
         attachment = record.get("attachment")
         kind = attachment.get("type") if isinstance(attachment, dict) else None
         if isinstance(attachment, dict) and kind == "queued_command":
             prompt = attachment.get("prompt")
             mode = attachment.get("commandMode", "prompt")
-            if isinstance(prompt, str) and mode == "prompt" and not facts.sidechain:
+            if isinstance(prompt, str) and mode == "prompt" and not facts.flags & SIDECHAIN:
                 words = strip_injected(prompt).text
                 if words.strip():
                     origin = Origin.channel if is_channel_message(words) else Origin.queued
@@ -324,7 +350,7 @@ class Classifier:
             if isinstance(item, dict) and isinstance(item.get("content"), str)
         )
         _add(tally, Dirt.attachment, len(text.encode()))
-        if kind not in REGENERATED_ATTACHMENTS and text.strip() and not facts.sidechain:
+        if kind not in REGENERATED_ATTACHMENTS and text.strip() and not facts.flags & SIDECHAIN:
             facts.snapshot_text = text
 
 

@@ -3,7 +3,7 @@
 In 2.1.328 it is the rendered content of the first turn's attachments (those not regenerated on
 resume); older versions put it as `<system-reminder>` blocks at the start of the first user
 record; a candidate of ours carries it as its first record. It is carried once, as the first
-item, with its time and SHA-256; the files it came from change daily, and the new session must
+item, with its time and SHA-256: the files it came from change daily, and the new session must
 not receive a past that never existed.
 """
 
@@ -12,7 +12,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from .records import RecordFacts
+from .records import Classifier
+from .table import Kind
 
 
 @dataclass(slots=True, frozen=True)
@@ -27,18 +28,19 @@ class Snapshot:
         return hashlib.sha256(self.text.encode()).hexdigest()
 
 
-def find_snapshot(records: list[RecordFacts]) -> Snapshot | None:
-    """Collect snapshot text from the records of the first turn (before the first assistant)."""
-    parts: list[RecordFacts] = []
-    for record in records:
-        if record.kind == "assistant":
+def find_snapshot(rows: list[int], read: Classifier) -> Snapshot | None:
+    """Snapshot text from the branch records of the first turn (before the first assistant)."""
+    table = read.table
+    parts: list[int] = []
+    for row in rows:
+        if table.kinds[row] == Kind.assistant:
             break
-        if record.snapshot_text:
-            parts.append(record)
-            if record.marker_kind == "startup_snapshot":
+        if row in read.snapshot_texts:
+            parts.append(row)
+            if read.markers.get(row) == "startup_snapshot":
                 break
     if not parts:
         return None
-    first = parts[0]
-    text = "\n".join(part.snapshot_text or "" for part in parts)
-    return Snapshot(text, first.timestamp, first.uuid or "", first.line)
+    first = read.snapshot_texts[parts[0]]
+    text = "\n".join(read.snapshot_texts[row].text for row in parts)
+    return Snapshot(text, first.timestamp, first.uuid, table.lines[parts[0]])

@@ -7,9 +7,10 @@ between messages never break a turn; assistant words before the first user messa
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .records import Origin, RecordFacts, Role
+from .records import Origin, Role, RowSpeech
 
 
 @dataclass(slots=True, frozen=True)
@@ -46,14 +47,18 @@ class Turns:
     leading_assistant_items: int
 
 
-def build_turns(records: list[RecordFacts]) -> Turns:
+def build_turns(rows: list[int], speech: Mapping[int, RowSpeech],
+                lines: Sequence[int]) -> Turns:
     turns: list[Turn] = []
     leading = 0
-    for record in records:
-        for speech in record.speech:
-            item = Item(speech.role, speech.text, speech.origin, record.uuid or "",
-                        record.line, record.timestamp)
-            if speech.role is Role.user:
+    for row in rows:
+        found = speech.get(row)
+        if found is None:
+            continue
+        for said in found.items:
+            item = Item(said.role, said.text, said.origin, found.uuid, lines[row],
+                        found.timestamp)
+            if said.role is Role.user:
                 if not turns or turns[-1].assistant:
                     turns.append(Turn())
                 turns[-1].user.append(item)

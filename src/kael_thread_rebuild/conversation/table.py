@@ -1,0 +1,107 @@
+"""A compact table of every chain record: links, kinds and times in flat arrays.
+
+A transcript of a gigabyte holds a hundred thousand chain records; keeping one Python object
+per record would make memory grow with the file. Rows are numbered in file order; parents are
+resolved to rows as records arrive, and the few forward or missing references are kept apart.
+"""
+
+from __future__ import annotations
+
+from array import array
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import IntEnum
+
+NO_PARENT = -1
+UNRESOLVED = -2
+
+
+class Kind(IntEnum):
+    other = 0
+    user = 1
+    assistant = 2
+    attachment = 3
+    system = 4
+
+
+KINDS = {"user": Kind.user, "assistant": Kind.assistant, "attachment": Kind.attachment,
+         "system": Kind.system}
+
+SIDECHAIN = 1
+BOUNDARY = 2
+TOOL_RESULT = 4
+
+
+def epoch_ms(timestamp: object) -> float:
+    if not isinstance(timestamp, str):
+        return float("nan")
+    try:
+        return datetime.fromisoformat(timestamp).timestamp() * 1000
+    except ValueError:
+        return float("nan")
+
+
+@dataclass(slots=True)
+class RecordTable:
+    rows: dict[str, int] = field(default_factory=dict)
+    kinds: bytearray = field(default_factory=bytearray)
+    flags: bytearray = field(default_factory=bytearray)
+    parents: array[int] = field(default_factory=lambda: array("q"))
+    times: array[float] = field(default_factory=lambda: array("d"))
+    lines: array[int] = field(default_factory=lambda: array("q"))
+    messages: array[int] = field(default_factory=lambda: array("q"))
+    message_codes: dict[str, int] = field(default_factory=dict)
+    pending_parents: dict[int, str] = field(default_factory=dict)
+    logical_parents: dict[int, str] = field(default_factory=dict)
+    superseded: dict[int, int] = field(default_factory=dict)
+
+    def add(self, uuid: str, kind: Kind, flags: int, parent: object, timestamp: object,
+            line: int, message_id: object = None) -> int:
+        row = len(self.kinds)
+        previous = self.rows.get(uuid)
+        if previous is not None:
+            self.superseded[previous] = row
+        self.rows[uuid] = row
+        self.kinds.append(kind)
+        self.flags.append(flags)
+        if isinstance(parent, str):
+            parent_row = self.rows.get(parent)
+            if parent_row is None or parent_row == row:
+                self.pending_parents[row] = parent
+                parent_row = UNRESOLVED
+            self.parents.append(parent_row)
+        else:
+            self.parents.append(NO_PARENT)
+        self.times.append(epoch_ms(timestamp))
+        self.lines.append(line)
+        if isinstance(message_id, str):
+            code = self.message_codes.setdefault(message_id, len(self.message_codes))
+            self.messages.append(code)
+        else:
+            self.messages.append(-1)
+        return row
+
+    def __len__(self) -> int:
+        return len(self.kinds)
+
+    def current(self, row: int) -> int:
+        """The row that now holds ROW's uuid (a later record with the same uuid wins)."""
+        while row in self.superseded:
+            row = self.superseded[row]
+        return row
+
+    def live(self, row: int) -> bool:
+        return row not in self.superseded and not self.flags[row] & SIDECHAIN
+
+    def parent_of(self, row: int) -> int | None:
+        """The parent row, NO_PARENT for a root, or None when the parent is not in the file."""
+        parent = self.parents[row]
+        if parent == UNRESOLVED:
+            found = self.rows.get(self.pending_parents[row])
+            return None if found is None else self.current(found)
+        return parent if parent == NO_PARENT else self.current(parent)
+
+    def logical_parent_of(self, row: int) -> int | None:
+        uuid = self.logical_parents.get(row)
+        found = self.rows.get(uuid) if uuid is not None else None
+        return None if found is None else self.current(found)
