@@ -1,0 +1,102 @@
+"""The pointer base: a runner loop runs `claude -p --resume "$(cat pointer)"`; switching rewrites
+the pointer file. Nothing is killed; the next call of the runner picks the new session up.
+
+The file holds one session id and a newline. It is replaced atomically (temporary file in the
+same directory, fsync, rename, directory fsync), keeping the permission bits of the file it
+replaces; a new file gets 0600. The rename gives the file to the writing uid, which is the Claude
+user's (the appliance runs as that uid). A symlink is refused: the rename would replace the link
+itself, not the file the runner reads through it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import stat
+from importlib import resources
+from pathlib import Path
+
+from ..config import Config
+from ..errors import KaelError, Refused
+from ..fsutil import atomic_write_text
+from .base import Identity
+
+NEW_POINTER_MODE = 0o600
+RUNNER_SCRIPT = "pointer_runner.sh"
+
+_SESSION_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
+                         re.IGNORECASE)
+
+
+class PointerError(KaelError):
+    """The pointer file cannot be read or written."""
+
+
+def session_in(content: bytes) -> str | None:
+    """The session id a pointer's content names: exactly one UUID, surrounding blanks allowed."""
+    try:
+        text = content.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        return None
+    return text if _SESSION_ID.fullmatch(text) else None
+
+
+def read_pointer(path: Path) -> bytes:
+    if path.is_symlink():
+        raise PointerError(f"pointer file {path} is a symlink; configure the real file's path")
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        raise PointerError(f"pointer file {path} does not exist") from None
+    except OSError as exc:
+        raise PointerError(f"pointer file {path} cannot be read: {exc.strerror}") from None
+
+
+def write_pointer(path: Path, session_id: str) -> None:
+    if _SESSION_ID.fullmatch(session_id) is None:
+        raise Refused(f"refusing to write {session_id!r} to the pointer file: not a session id")
+    if path.is_symlink():
+        raise PointerError(f"pointer file {path} is a symlink; configure the real file's path")
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode)
+    except FileNotFoundError:
+        mode = NEW_POINTER_MODE
+    try:
+        atomic_write_text(path, f"{session_id}\n", mode)
+    except OSError as exc:
+        raise PointerError(f"pointer file {path} cannot be written: {exc.strerror}") from None
+
+
+def runner_script() -> str:
+    """The text of the reference runner shipped with the package."""
+    return (resources.files(__package__) / RUNNER_SCRIPT).read_text(encoding="utf-8")
+
+
+class PointerBase:
+    name = "pointer"
+
+    def __init__(self, config: Config) -> None:
+        if config.resume_pointer_path is None:
+            raise Refused("the pointer base needs resume_pointer_path in the config")
+        self.path = config.resume_pointer_path
+
+    def identity(self) -> Identity:
+        content = read_pointer(self.path)
+        return Identity(base=self.name, token={"sha256": hashlib.sha256(content).hexdigest()},
+                        running_session_id=session_in(content))
+
+    def alive(self) -> bool:
+        try:
+            return session_in(read_pointer(self.path)) is not None
+        except PointerError:
+            return False
+
+    def switch_to(self, session_id: str) -> list[str]:
+        write_pointer(self.path, session_id)
+        return [session_id]
+
+    def running_session(self) -> str | None:
+        try:
+            return session_in(read_pointer(self.path))
+        except PointerError:
+            return None

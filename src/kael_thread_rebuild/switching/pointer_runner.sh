@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Reference runner for activation = "pointer" (see docs/pointer-runner.md).
+#
+#   pointer_runner.sh POINTER_FILE [CLAUDE_ARG...] < prompts
+#
+# Reads one prompt per line of stdin and, for each, runs in the current directory
+#   claude -p --resume "<session id in POINTER_FILE>" CLAUDE_ARG... -- PROMPT
+# then hands the Stop hook input of that call to `kael-thread-rebuild hook-stop` and runs
+# `kael-thread-rebuild wait`, which returns once no rebuild is scheduled or running; the next
+# call resumes whatever session the pointer names by then. Claude's replies go to stdout.
+#
+# When POINTER_FILE does not exist yet, the first call starts a new session (--session-id) and
+# the pointer is created (mode 0600) once that call succeeded.
+#
+# Environment:
+#   CLAUDE_BIN         the Claude Code binary (default: claude)
+#   KAEL_CMD           the kael-thread-rebuild command, split on blanks
+#                      (default: kael-thread-rebuild; e.g. "docker exec -i NAME kael-thread-rebuild")
+#   KAEL_WAIT_TIMEOUT  seconds `wait` may take (default: 600)
+set -uo pipefail
+
+if [ $# -lt 1 ]; then
+  echo "usage: pointer_runner.sh POINTER_FILE [CLAUDE_ARG...] < prompts" >&2
+  exit 2
+fi
+pointer=$1
+shift
+claude_bin=${CLAUDE_BIN:-claude}
+read -r -a kael <<< "${KAEL_CMD:-kael-thread-rebuild}"
+wait_timeout=${KAEL_WAIT_TIMEOUT:-600}
+uuid_re='^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$'
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+export KAEL_RUNNER_STOP_FILE="$work/stop.json"
+# Claude Code runs this extra Stop hook itself, so the input forwarded below is exactly its own
+# (the variable is expanded by the hook's shell, not here).
+# shellcheck disable=SC2016
+stop_settings='{"hooks":{"Stop":[{"hooks":[{"type":"command","command":"cat > \"$KAEL_RUNNER_STOP_FILE\""}]}]}}'
+
+log() { echo "pointer_runner: $*" >&2; }
+
+create_pointer() {
+  local tmp
+  tmp=$(mktemp "$pointer.XXXXXX") || return 1
+  if chmod 600 "$tmp" && printf '%s\n' "$1" > "$tmp" && sync "$tmp" && mv -f "$tmp" "$pointer"
+  then
+    return 0
+  fi
+  rm -f "$tmp"
+  return 1
+}
+
+while IFS= read -r prompt; do
+  [ -n "$prompt" ] || continue
+  if [ -e "$pointer" ]; then
+    id=""
+    read -r id < "$pointer" || true
+    if ! [[ $id =~ $uuid_re ]]; then
+      log "$pointer does not hold a session id"
+      exit 1
+    fi
+    session=(--resume "$id")
+  else
+    id=$(cat /proc/sys/kernel/random/uuid)
+    session=(--session-id "$id")
+  fi
+
+  rm -f "$KAEL_RUNNER_STOP_FILE"
+  "$claude_bin" -p "${session[@]}" --settings "$stop_settings" "$@" -- "$prompt" < /dev/null
+  status=$?
+  if [ "$status" -ne 0 ]; then
+    log "claude exited with status $status"
+  elif [ ! -e "$pointer" ] && ! create_pointer "$id"; then
+    log "cannot create $pointer"
+    exit 1
+  fi
+
+  if [ -s "$KAEL_RUNNER_STOP_FILE" ]; then
+    "${kael[@]}" hook-stop < "$KAEL_RUNNER_STOP_FILE" >&2 || log "hook-stop failed"
+    "${kael[@]}" wait --timeout "$wait_timeout" < /dev/null >&2 || log "wait failed"
+  fi
+done
