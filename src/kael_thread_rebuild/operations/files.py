@@ -1,0 +1,120 @@
+"""File facts the worker relies on: digests, stability samples, the backup copy, transcript
+snapshots of the project dir."""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import hashlib
+import os
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import Refused
+from ..fsutil import fsync_dir
+
+CHUNK = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class FileSample:
+    size: int
+    mtime_ns: int
+    sha256: str
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def sample_file(path: Path) -> FileSample:
+    before = path.stat()
+    digest = sha256_file(path)
+    after = path.stat()
+    if (before.st_size, before.st_mtime_ns) != (after.st_size, after.st_mtime_ns):
+        digest = ""  # written while hashing: never equal to another sample
+    return FileSample(after.st_size, after.st_mtime_ns, digest)
+
+
+def wait_stable(path: Path, samples: int, interval: float, timeout: float,
+                sleep: Callable[[float], None] = time.sleep) -> FileSample:
+    """Wait until SAMPLES consecutive samples, INTERVAL apart, are equal (size, mtime, digest)."""
+    deadline = time.monotonic() + timeout
+    last = sample_file(path)
+    equal = 1
+    while equal < samples:
+        if time.monotonic() >= deadline:
+            raise Refused(f"the transcript {path.name} did not stay unchanged for {samples} "
+                          f"samples within {timeout:g} s")
+        sleep(interval)
+        current = sample_file(path)
+        equal = equal + 1 if current == last and current.sha256 else 1
+        last = current
+    return last
+
+
+def copy_private(source: Path, dest: Path) -> FileSample:
+    """Copy SOURCE to DEST atomically with mode 0600, streaming; returns the copy's facts.
+
+    Same protocol as `fsutil.atomic_write_bytes` (temp file, fsync, rename, dir fsync) but
+    without holding the file in memory: transcripts can be hundreds of MB.
+    """
+    digest = hashlib.sha256()
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
+    tmp = Path(tmp_name)
+    try:
+        size = 0
+        with os.fdopen(fd, "wb") as out, source.open("rb") as src:
+            os.fchmod(out.fileno(), 0o600)
+            while chunk := src.read(CHUNK):
+                digest.update(chunk)
+                out.write(chunk)
+                size += len(chunk)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, dest)
+        fsync_dir(dest.parent)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        raise
+    return FileSample(size, dest.stat().st_mtime_ns, digest.hexdigest())
+
+
+TranscriptSnapshot = dict[str, tuple[int, int]]
+
+
+def snapshot_transcripts(project_dir: Path) -> TranscriptSnapshot:
+    """`<name>.jsonl` → (size, mtime_ns) for every transcript directly in PROJECT_DIR."""
+    snapshot: TranscriptSnapshot = {}
+    for path in project_dir.glob("*.jsonl"):
+        with contextlib.suppress(FileNotFoundError):
+            st = path.stat()
+            snapshot[path.name] = (st.st_size, st.st_mtime_ns)
+    return snapshot
+
+
+def changed_transcripts(before: TranscriptSnapshot, after: TranscriptSnapshot,
+                        ignore: set[str]) -> list[str]:
+    """Names that appeared or changed between the two snapshots, except IGNORE."""
+    return sorted(name for name, facts in after.items()
+                  if name not in ignore and before.get(name) != facts)
+
+
+def remove_with_temps(paths: list[Path]) -> None:
+    """Remove each file and any temporary file a killed atomic write left beside it."""
+    touched = set()
+    for path in paths:
+        for victim in [path, *path.parent.glob(f".{glob.escape(path.name)}.*.tmp")]:
+            with contextlib.suppress(FileNotFoundError):
+                victim.unlink()
+                touched.add(victim.parent)
+    for directory in touched:
+        fsync_dir(directory)

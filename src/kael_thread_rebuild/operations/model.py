@@ -1,0 +1,183 @@
+"""The operation record and its state machine (spec §8). Records never hold conversation text."""
+
+from __future__ import annotations
+
+import re
+import secrets
+from datetime import UTC, datetime
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
+
+from ..candidate.verifier import Verification
+from ..errors import KaelError, UsageError
+from ..switching.base import Identity
+
+
+class OperationStatus(StrEnum):
+    pending = "pending"
+    scheduled = "scheduled"
+    running = "running"
+    verifying = "verifying"
+    activating = "activating"
+    activated = "activated"
+    cancelled = "cancelled"
+    failed = "failed"
+    rolled_back = "rolled_back"
+    rollback_pending = "rollback_pending"
+    rollback_scheduled = "rollback_scheduled"
+
+
+S = OperationStatus
+
+# Spec §8. One addition: scheduled → cancelled, so that CANCEL also works after the Stop and
+# before the worker claims the operation (both moves happen under the store lock, so they
+# cannot both win).
+TRANSITIONS: dict[OperationStatus, frozenset[OperationStatus]] = {
+    S.pending: frozenset({S.scheduled, S.cancelled, S.failed}),
+    S.scheduled: frozenset({S.running, S.cancelled, S.failed}),
+    S.running: frozenset({S.verifying, S.failed}),
+    S.verifying: frozenset({S.activating, S.failed}),
+    S.activating: frozenset({S.activated, S.rolled_back, S.failed}),
+    S.activated: frozenset({S.rollback_pending}),
+    S.rollback_pending: frozenset({S.rollback_scheduled, S.failed}),
+    S.rollback_scheduled: frozenset({S.rolled_back, S.failed}),
+    S.cancelled: frozenset(),
+    S.failed: frozenset(),
+    S.rolled_back: frozenset(),
+}
+
+# Settled: nothing is in flight (activated can still be reopened by a rollback request).
+SETTLED = frozenset({S.activated, S.cancelled, S.failed, S.rolled_back})
+# Waiting for the next Stop hook.
+WAITING = frozenset({S.pending, S.rollback_pending})
+# Ready for the worker.
+RUNNABLE = frozenset({S.scheduled, S.rollback_scheduled})
+# Owned by the worker until it settles them.
+IN_FLIGHT = RUNNABLE | {S.running, S.verifying, S.activating}
+
+OPERATION_ID = re.compile(r"^[0-9]{8}T[0-9]{6}Z-[0-9a-f]{8}$")
+
+
+class IllegalTransition(KaelError):
+    """A state change the state machine does not allow."""
+
+    def __init__(self, operation_id: str, current: OperationStatus,
+                 wanted: OperationStatus) -> None:
+        allowed = ", ".join(sorted(TRANSITIONS[current])) or "none, it is final"
+        super().__init__(
+            f"operation {operation_id}: illegal transition {current.value} -> {wanted.value} "
+            f"(allowed from {current.value}: {allowed})"
+        )
+        self.current = current
+        self.wanted = wanted
+
+
+class OperationNotFound(UsageError):
+    """No operation with that id."""
+
+
+def check_transition(operation_id: str, current: OperationStatus, wanted: OperationStatus) -> None:
+    if wanted not in TRANSITIONS[current]:
+        raise IllegalTransition(operation_id, current, wanted)
+
+
+def check_operation_id(operation_id: str) -> str:
+    """Operation ids become file names: anything but the generated shape is refused."""
+    if not OPERATION_ID.fullmatch(operation_id):
+        raise OperationNotFound(f"no operation {operation_id!r}: not an operation id")
+    return operation_id
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def new_operation_id(now: datetime | None = None) -> str:
+    """Sortable by creation time: `<UTC yyyymmddTHHMMSSZ>-<8 hex>`."""
+    return f"{(now or utcnow()):%Y%m%dT%H%M%SZ}-{secrets.token_hex(4)}"
+
+
+class OperationKind(StrEnum):
+    rebuild = "rebuild"
+    rollback_of = "rollback-of"
+
+
+class Transition(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    from_status: OperationStatus
+    to_status: OperationStatus
+    at: datetime
+    note: str = ""
+
+
+class HookFacts(BaseModel):
+    """What a Stop hook reported, after it was checked (paths resolved)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    session_id: str
+    transcript_path: str
+    cwd: str = ""
+    received_at: datetime
+
+
+class Operation(BaseModel):
+    """One rebuild (and its possible rollback): ids, digests, paths, outcome, history."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    operation_id: str
+    kind: OperationKind = OperationKind.rebuild
+    status: OperationStatus = S.pending
+    created_at: datetime
+    updated_at: datetime
+    reason: str
+    requested_by: str = "cli"
+
+    hook: HookFacts | None = None
+    rollback_hook: HookFacts | None = None
+
+    source_path: str | None = None
+    source_session_id: str | None = None
+    source_sha256: str | None = None
+    source_size: int | None = None
+    backup_path: str | None = None
+    startup_sha256: str | None = None
+    stats: dict[str, JsonValue] = Field(default_factory=dict)
+    dirty_at_prepare: dict[str, JsonValue] = Field(default_factory=dict)
+
+    new_session_id: str | None = None
+    candidate_path: str | None = None
+    candidate_sha256: str | None = None
+    manifest_path: str | None = None
+    manifest_summary: dict[str, int] = Field(default_factory=dict)
+    verification: Verification | None = None
+
+    identity_before: Identity | None = None
+    identity_after: Identity | None = None
+    base_reports_session: bool = False
+    # The session a switch was started for and not yet settled: what recovery must finish.
+    switch_target: str | None = None
+    resume_argv: list[str] | None = None
+    rollback_argv: list[str] | None = None
+
+    error: str = ""
+    session_conflict: bool = False
+    rollback_ok: bool | None = None
+    history: list[Transition] = Field(default_factory=list)
+
+    @field_validator("operation_id")
+    @classmethod
+    def _id_shape(cls, value: str) -> str:
+        return check_operation_id(value)
+
+    @property
+    def settled(self) -> bool:
+        return self.status in SETTLED
+
+    @property
+    def switched(self) -> bool:
+        """Whether this operation ever reached the switch."""
+        return any(step.to_status is S.activating for step in self.history)

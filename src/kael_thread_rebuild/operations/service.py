@@ -1,0 +1,159 @@
+"""What the CLI, the MCP server and the Stop hook call: short, locked state changes only.
+
+Slow work (hashing, building, switching, health checks) belongs to the worker.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from ..config import Config
+from ..errors import Refused, UsageError
+from ..switching.base import SwitchBase
+from .model import IN_FLIGHT, WAITING, Operation, OperationStatus, new_operation_id, utcnow
+from .stop_input import StopHookInput, check_stop
+from .store import OperationStore
+
+S = OperationStatus
+REBUILD_WORD = "REBUILD"
+CANCEL_WORD = "CANCEL"
+ROLLBACK_WORD = "ROLLBACK"
+_JOINABLE = frozenset({S.pending, S.scheduled})
+
+
+def open_store(config: Config) -> OperationStore:
+    return OperationStore(config.state_dir)
+
+
+def _require_word(confirmation: str, word: str, action: str) -> None:
+    if confirmation != word:
+        raise Refused(f"to {action}, the confirmation must be exactly {word}")
+
+
+def request(config: Config, reason: str, confirmation: str,
+            requested_by: str = "cli") -> Operation:
+    """Record a pending rebuild; it runs after the next Stop. Joins one already waiting."""
+    _require_word(confirmation, REBUILD_WORD, "request a rebuild")
+    if not reason.strip():
+        raise UsageError("a rebuild request needs a reason")
+    store = open_store(config)
+    with store.locked():
+        active = store.active()
+        if active is not None:
+            if active.status in _JOINABLE:
+                return active
+            what = "a rollback" if active.status in (S.rollback_pending,
+                                                     S.rollback_scheduled) else "a rebuild"
+            raise Refused(f"operation {active.operation_id} ({what}) is {active.status.value}; "
+                          "wait for it to finish")
+        now = utcnow()
+        return store.create(Operation(operation_id=new_operation_id(now), created_at=now,
+                                      updated_at=now, reason=reason.strip(),
+                                      requested_by=requested_by))
+
+
+def cancel(config: Config, operation_id: str, confirmation: str) -> Operation:
+    _require_word(confirmation, CANCEL_WORD, "cancel an operation")
+    store = open_store(config)
+    with store.locked():
+        op = store.load(operation_id)
+        if op.status not in _JOINABLE:
+            raise Refused(f"operation {operation_id} is {op.status.value}; only a pending or "
+                          "scheduled operation can be cancelled")
+        return store.transition(operation_id, S.cancelled, "cancelled on request")
+
+
+def rollback_request(config: Config, operation_id: str, confirmation: str) -> Operation:
+    """Mark an activated rebuild for rollback; the switch back happens after the next Stop."""
+    _require_word(confirmation, ROLLBACK_WORD, "roll back an operation")
+    store = open_store(config)
+    with store.locked():
+        op = store.load(operation_id)
+        if op.status is not S.activated:
+            raise Refused(f"operation {operation_id} is {op.status.value}; only an activated "
+                          "operation can be rolled back")
+        for other in store.list_operations():
+            if other.operation_id == operation_id:
+                continue
+            if not other.settled:
+                raise Refused(f"operation {other.operation_id} is {other.status.value}; wait for "
+                              "it to finish or cancel it first")
+            if other.created_at > op.created_at and other.switched:
+                raise Refused(f"operation {other.operation_id} switched the target later; only "
+                              "the latest switch can be rolled back")
+        if not op.source_path or not Path(op.source_path).is_file():
+            raise Refused(f"the old session's transcript {op.source_path} is gone; "
+                          "nothing to roll back to")
+        return store.transition(operation_id, S.rollback_pending, "rollback requested")
+
+
+def status(config: Config, operation_id: str | None = None) -> Operation | None:
+    """One operation; without an id, the one in flight, else the latest (None when none)."""
+    store = open_store(config)
+    if operation_id is not None:
+        return store.load(operation_id)
+    return store.active() or store.latest()
+
+
+def history(config: Config) -> list[Operation]:
+    return open_store(config).list_operations()
+
+
+def record_stop(config: Config, hook_input: StopHookInput,
+                base: SwitchBase | None = None) -> Operation | None:
+    """The Stop hook's whole job: schedule the waiting operation, or fail it with the reason.
+
+    BASE, when given, lets the hook check that the Stop came from the session the target runs.
+    Returns the operation it changed, None when nothing was waiting.
+    """
+    store = open_store(config)
+    if not any(op.status in WAITING for op in store.unsettled()):
+        return None
+    facts = check_stop(config, hook_input, base)  # outside the lock: it may ask the base
+    with store.locked():
+        op = store.active()
+        if op is None or op.status not in WAITING:
+            return None
+        if op.status is S.pending:
+            if isinstance(facts, str):
+                return store.transition(op.operation_id, S.failed, "Stop hook input refused",
+                                        error=facts)
+            return store.transition(op.operation_id, S.scheduled, "Stop received", hook=facts,
+                                    source_path=facts.transcript_path,
+                                    source_session_id=facts.session_id)
+        if not isinstance(facts, str) and facts.session_id != op.new_session_id:
+            facts = (f"the Stop came from session {facts.session_id}, not from the rebuilt "
+                     f"session {op.new_session_id}")
+        if isinstance(facts, str):
+            return store.transition(op.operation_id, S.failed, "Stop hook input refused",
+                                    error=f"rollback not performed: {facts}; the rebuilt "
+                                          "session still runs")
+        return store.transition(op.operation_id, S.rollback_scheduled, "Stop received",
+                                rollback_hook=facts)
+
+
+def wait(config: Config, operation_id: str | None, timeout: float) -> Operation | None:
+    """Poll until the operation settles, or TIMEOUT seconds pass; returns its latest record.
+
+    Without an id (runner loops), wait until no operation is scheduled or being worked on, and
+    return the one that was (None when there was none).
+    """
+    store = open_store(config)
+    deadline = time.monotonic() + timeout
+    seen: Operation | None = None
+    while True:
+        if operation_id is not None:
+            seen = store.load(operation_id)
+            done = seen.settled
+        else:
+            active = store.active()
+            done = active is None or active.status not in IN_FLIGHT
+            if active is not None:
+                seen = active
+            elif seen is not None:
+                seen = store.load(seen.operation_id)
+        remaining = deadline - time.monotonic()
+        if done or remaining <= 0:
+            return seen
+        time.sleep(min(config.poll_interval_seconds, remaining))

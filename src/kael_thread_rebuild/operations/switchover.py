@@ -1,0 +1,72 @@
+"""Talking to the switching base for the worker: identity compare, switch, health check.
+
+Base errors become one-sentence problems here; the worker decides what they mean.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from ..config import Config
+from ..errors import KaelError
+from ..switching.base import Identity, SwitchBase
+
+
+def same_target(a: Identity | None, b: Identity | None) -> bool:
+    """Compare-and-swap equality: same base and token (the reported session is not part of it)."""
+    return a is not None and b is not None and (a.base, a.token) == (b.base, b.token)
+
+
+def read_identity(base: SwitchBase) -> Identity | None:
+    try:
+        return base.identity()
+    except KaelError:
+        return None
+
+
+def read_running(base: SwitchBase) -> str | None:
+    try:
+        return base.running_session()
+    except KaelError:
+        return None
+
+
+def is_alive(base: SwitchBase) -> bool:
+    try:
+        return base.alive()
+    except KaelError:
+        return False
+
+
+def switch(base: SwitchBase, session_id: str) -> tuple[list[str] | None, str]:
+    """(argv actually used, problem); the problem is empty when the base accepted the switch."""
+    try:
+        return base.switch_to(session_id), ""
+    except KaelError as exc:
+        return None, f"switching to session {session_id} failed: {exc}"
+
+
+def health_problem(base: SwitchBase, session_id: str, config: Config, must_report: bool,
+                   sleep: Callable[[float], None] = time.sleep) -> str:
+    """Empty when the target stays alive for the health window and runs SESSION_ID.
+
+    When the base could report the running session at prepare (MUST_REPORT), it must report
+    SESSION_ID within the health timeout; otherwise being alive for the window is all it can
+    prove. A target that dies is unhealthy at once.
+    """
+    start = time.monotonic()
+    window_end = start + config.health_window_seconds
+    deadline = start + max(config.health_timeout_seconds, config.health_window_seconds)
+    while True:
+        if not is_alive(base):
+            return f"the target is not alive after switching to session {session_id}"
+        running = read_running(base)
+        now = time.monotonic()
+        if now >= window_end and (running == session_id
+                                  or (running is None and not must_report)):
+            return ""
+        if now >= deadline:
+            return (f"the target did not report session {session_id} within "
+                    f"{config.health_timeout_seconds:g} s (it reports {running or 'none'})")
+        sleep(config.poll_interval_seconds)

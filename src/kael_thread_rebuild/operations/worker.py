@@ -1,0 +1,391 @@
+"""The slow path of an operation, run by the daemon outside the lock and outside Claude's process
+tree: prepare, verify, check, switch, confirm, fall back; and recovery of what a dead worker left.
+
+Every named step and every state change first calls `on_step(name)` (fault-injection tests kill
+the worker there). Step names, in order of a rebuild: to_running, read_identity,
+snapshot_transcripts, wait_stable, backup (the two repeat if the file moved while copied), plan,
+reserve_candidate, write_candidate, to_verifying, verify, check_source, check_identity,
+check_transcripts, to_activating, switch, health, archive_manifest, to_activated. Falling back:
+switch_back, health_old, to_rolled_back | to_failed. Refusing before the switch: remove_candidate,
+to_failed. A rollback: check_identity, switch_back, health_old, to_rolled_back (failing: switch,
+health, to_failed).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import JsonValue
+
+from ..candidate.writer import CandidateResult, write_candidate
+from ..config import Config
+from ..errors import KaelError, Refused
+from ..fsutil import atomic_write_bytes, fsync_dir
+from ..paths import MANIFEST_SUFFIX
+from ..plan import PlanReport, build_plan
+from ..switching.base import Identity, SwitchBase
+from .files import (
+    FileSample,
+    TranscriptSnapshot,
+    changed_transcripts,
+    copy_private,
+    remove_with_temps,
+    sha256_file,
+    snapshot_transcripts,
+    wait_stable,
+)
+from .model import Operation, OperationStatus
+from .store import OperationStore
+from .switchover import health_problem, read_identity, read_running, same_target, switch
+
+S = OperationStatus
+StepHook = Callable[[str], None]
+
+# (switch step, health step, record field for the argv) per direction.
+_TO_NEW = ("switch", "health", "resume_argv")
+_TO_OLD = ("switch_back", "health_old", "rollback_argv")
+_BEFORE_SWITCH = frozenset({S.pending, S.scheduled, S.running, S.verifying})
+
+
+class _Abort(Exception):
+    """Stop preparing: nothing was switched; REASON is the operation's error."""
+
+    def __init__(self, reason: str, conflict: bool = False) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.conflict = conflict
+
+
+def run_operation(config: Config, store: OperationStore, base: SwitchBase, operation_id: str,
+                  on_step: StepHook | None = None) -> Operation:
+    """Drive a scheduled (or rollback_scheduled) operation to a settled state."""
+    op = store.load(operation_id)
+    run = _Run(config, store, base, op, on_step)
+    if op.status is S.scheduled:
+        return run.rebuild()
+    if op.status is S.rollback_scheduled:
+        return run.rollback()
+    raise Refused(f"operation {operation_id} is {op.status.value}; only scheduled and "
+                  "rollback_scheduled operations run")
+
+
+def recover(config: Config, store: OperationStore, base: SwitchBase,
+            on_step: StepHook | None = None) -> list[Operation]:
+    """Settle every operation a dead worker (or a restart) left in flight, recording the truth.
+
+    Call it only when no worker runs (daemon start). Returns the operations it settled.
+    """
+    settled = [_Run(config, store, base, op, on_step).recover() for op in store.unsettled()]
+    store.sweep_temp_files()
+    return settled
+
+
+class _Run:
+    def __init__(self, config: Config, store: OperationStore, base: SwitchBase, op: Operation,
+                 on_step: StepHook | None) -> None:
+        self.config = config
+        self.store = store
+        self.base = base
+        self.op = op
+        self.on_step = on_step
+        self.snapshot: TranscriptSnapshot = {}
+
+    # -- plumbing ------------------------------------------------------------------------------
+
+    def step(self, name: str) -> None:
+        if self.on_step is not None:
+            self.on_step(name)
+
+    def update(self, **changes: Any) -> None:
+        self.op = self.store.update(self.op.operation_id, **changes)
+
+    def move(self, to: OperationStatus, note: str, **changes: Any) -> Operation:
+        self.step(f"to_{to.value}")
+        self.op = self.store.transition(self.op.operation_id, to, note, **changes)
+        return self.op
+
+    @property
+    def old_id(self) -> str:
+        return _need(self.op.source_session_id, "the source session id")
+
+    @property
+    def new_id(self) -> str:
+        return _need(self.op.new_session_id, "the new session id")
+
+    # -- a rebuild -----------------------------------------------------------------------------
+
+    def rebuild(self) -> Operation:
+        self.move(S.running, "worker started")
+        try:
+            self.prepare()
+        except _Abort as abort:
+            return self.fail_unswitched(abort.reason, conflict=abort.conflict)
+        except KaelError as exc:
+            return self.fail_unswitched(str(exc))
+        except Exception as exc:
+            self.fail_unswitched(f"internal error while preparing: {type(exc).__name__}: {exc}")
+            raise
+        return self.activate()
+
+    def prepare(self) -> None:
+        source = Path(_need(self.op.source_path, "the source transcript path"))
+        self.step("read_identity")
+        try:
+            identity = self.base.identity()
+        except KaelError as exc:
+            raise _Abort(f"the target's identity cannot be read: {exc}") from None
+        self.update(identity_before=identity,
+                    base_reports_session=read_running(self.base) is not None)
+        self.step("snapshot_transcripts")
+        self.snapshot = snapshot_transcripts(self.config.project_dir)
+        backup = self.store.backup_dir(self.op.operation_id) / f"{self.old_id}.jsonl"
+        copy = self.settle_and_copy(source, backup)
+        self.update(backup_path=str(backup), source_sha256=copy.sha256, source_size=copy.size)
+
+        self.step("plan")
+        plan = build_plan(self.config, backup)  # only the copy is read from here on
+        if plan.report.blocked_reason:
+            raise _Abort(f"the plan is blocked: {plan.report.blocked_reason}")
+        if plan.report.source_sha256 != copy.sha256:
+            raise _Abort("the backup changed while it was planned")
+        self.update(stats=_stats(plan.report), startup_sha256=plan.report.startup_sha256,
+                    dirty_at_prepare=plan.report.dirty.model_dump(mode="json"))
+
+        self.step("reserve_candidate")
+        new_id = str(uuid.uuid4())
+        candidate = self.config.project_dir / f"{new_id}.jsonl"
+        # Recorded before writing, so that recovery knows what to remove.
+        self.update(new_session_id=new_id, candidate_path=str(candidate),
+                    manifest_path=str(self.config.project_dir / f"{new_id}{MANIFEST_SUFFIX}"))
+        self.step("write_candidate")
+        result = write_candidate(plan, self.config.project_dir, self.config, session_id=new_id)
+        self.move(S.verifying, "candidate written", candidate_sha256=result.candidate_sha256,
+                  manifest_summary=_summary(result), verification=result.verification)
+
+        self.step("verify")
+        if not result.verification.ok:
+            errors = result.verification.errors
+            raise _Abort(f"the candidate failed verification: {errors[0] if errors else '?'} "
+                         f"({len(errors)} problem(s))")
+        self.check_before_switch(source, candidate)
+
+    def settle_and_copy(self, source: Path, backup: Path) -> FileSample:
+        """Wait until the transcript is stable, then copy it; again if it moved meanwhile."""
+        timeout = self.config.stability_timeout_seconds
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                self.step("wait_stable")
+                stable = wait_stable(source, self.config.stability_samples,
+                                     self.config.stability_interval_seconds,
+                                     max(deadline - time.monotonic(), 0.0))
+                self.step("backup")
+                copy = copy_private(source, backup)
+                if copy.sha256 == stable.sha256:
+                    return copy
+                if time.monotonic() >= deadline:
+                    raise _Abort(f"the transcript kept changing for {timeout:g} s")
+        except OSError as exc:
+            raise _Abort(f"the transcript {source} cannot be read: {exc.strerror or exc}") \
+                from None
+
+    def check_before_switch(self, source: Path, candidate: Path) -> None:
+        self.step("check_source")
+        try:
+            digest = sha256_file(source)
+        except OSError:
+            digest = ""
+        if digest != self.op.source_sha256:
+            raise _Abort("the source transcript changed after prepare", conflict=True)
+        self.step("check_identity")
+        now = read_identity(self.base)
+        if not same_target(now, self.op.identity_before):
+            raise _Abort(f"the target changed since prepare ({_show(self.op.identity_before)} "
+                         f"-> {_show(now)})", conflict=True)
+        self.step("check_transcripts")
+        changed = changed_transcripts(self.snapshot, snapshot_transcripts(self.config.project_dir),
+                                      {source.name, candidate.name})
+        if changed:
+            raise _Abort(f"transcript {changed[0]} changed since prepare: another session is "
+                         "active in project_dir", conflict=True)
+
+    def activate(self) -> Operation:
+        self.move(S.activating, "checks passed")
+        problem = self.bring_up(self.new_id, _TO_NEW)
+        if not problem:
+            return self.settle_activated("the new session is healthy")
+        return self.restore_old(problem)
+
+    # -- a rollback ----------------------------------------------------------------------------
+
+    def rollback(self) -> Operation:
+        self.step("check_identity")
+        if not same_target(read_identity(self.base), self.op.identity_after):
+            return self.move(S.failed, "rollback refused", session_conflict=True,
+                             error="rollback not performed: the target changed since activation; "
+                                   "the rebuilt session still runs")
+        problem = self.bring_up(self.old_id, _TO_OLD)
+        if not problem:
+            return self.move(S.rolled_back, "rolled back on request", rollback_ok=True,
+                             identity_after=read_identity(self.base), switch_target=None)
+        return self.restore_new(f"rollback failed: {problem}")
+
+    # -- shared endings ------------------------------------------------------------------------
+
+    def bring_up(self, session_id: str, direction: tuple[str, str, str],
+                 known: Identity | None = None) -> str:
+        """Switch to SESSION_ID and check its health; empty when healthy.
+
+        With KNOWN (recovery), a target that already runs the session (it says so, or shows the
+        identity it had when it ran it) is only checked, not switched again.
+        """
+        switch_step, health_step, argv_field = direction
+        already = known is not None and (read_running(self.base) == session_id
+                                         or same_target(read_identity(self.base), known))
+        if not already:
+            self.step(switch_step)
+            self.update(switch_target=session_id)
+            argv, problem = switch(self.base, session_id)
+            if argv is not None:
+                self.update(**{argv_field: argv})
+            if problem:
+                return problem
+        self.step(health_step)
+        return health_problem(self.base, session_id, self.config, self.op.base_reports_session)
+
+    def settle_activated(self, note: str) -> Operation:
+        self.step("archive_manifest")
+        manifest = self.archive_manifest()
+        return self.move(S.activated, note, identity_after=read_identity(self.base),
+                         switch_target=None, manifest_path=str(manifest))
+
+    def restore_old(self, problem: str, known: Identity | None = None) -> Operation:
+        again = self.bring_up(self.old_id, _TO_OLD, known)
+        identity = read_identity(self.base)
+        if not again:
+            return self.move(S.rolled_back, "returned to the old session", rollback_ok=True,
+                             error=f"{problem}; the old session was resumed",
+                             identity_after=identity, switch_target=None)
+        return self.move(S.failed, "the old session did not come back", rollback_ok=False,
+                         error=f"{problem}; resuming the old session failed too: {again}",
+                         identity_after=identity, switch_target=None)
+
+    def restore_new(self, problem: str, known: Identity | None = None) -> Operation:
+        again = self.bring_up(self.new_id, _TO_NEW, known)
+        outcome = ("the rebuilt session was resumed" if not again
+                   else f"resuming the rebuilt session failed too: {again}")
+        return self.move(S.failed, "rollback failed", rollback_ok=False,
+                         error=f"{problem}; {outcome}", identity_after=read_identity(self.base),
+                         switch_target=None)
+
+    def fail_unswitched(self, reason: str, conflict: bool = False) -> Operation:
+        self.step("remove_candidate")
+        new_id = self.op.new_session_id
+        if new_id and new_id != self.op.source_session_id:
+            directory = self.config.project_dir
+            remove_with_temps([directory / f"{new_id}.jsonl",
+                               directory / f"{new_id}{MANIFEST_SUFFIX}"])
+        return self.move(S.failed, "nothing switched", error=reason, session_conflict=conflict,
+                         candidate_path=None, manifest_path=None, switch_target=None)
+
+    def archive_manifest(self) -> Path:
+        """Move the manifest beside the backup: beside the candidate it marks a session that
+        was never activated (`paths.is_candidate`)."""
+        name = f"{self.new_id}{MANIFEST_SUFFIX}"
+        source = self.config.project_dir / name
+        dest = self.store.backup_dir(self.op.operation_id) / name
+        try:
+            if source.exists():
+                atomic_write_bytes(dest, source.read_bytes(), 0o600)
+                source.unlink()
+                fsync_dir(source.parent)
+        except OSError:
+            return source  # the switch is done; the record says where the manifest stayed
+        return dest
+
+    # -- recovery ------------------------------------------------------------------------------
+
+    def recover(self) -> Operation:
+        status = self.op.status
+        if status in _BEFORE_SWITCH:
+            return self.fail_unswitched(f"interrupted before switching: the operation was "
+                                        f"{status.value} when the worker stopped")
+        if status is S.rollback_pending:
+            return self.move(S.failed, "recovered", error="rollback not performed: interrupted "
+                             "while waiting for the Stop; the rebuilt session still runs")
+        if status is S.activating:
+            return self.recover_activating()
+        if status is S.rollback_scheduled:
+            return self.recover_rollback()
+        return self.op
+
+    def recover_activating(self) -> Operation:
+        target, before = self.op.switch_target, self.op.identity_before
+        unchanged = same_target(read_identity(self.base), before)
+        if target is None or (target == self.new_id and unchanged):
+            if unchanged:
+                return self.fail_unswitched("interrupted before switching: the old session "
+                                            "still runs")
+            return self.fail_unswitched("interrupted before switching, and the target no longer "
+                                        "matches the one prepared against", conflict=True)
+        if target == self.new_id:
+            self.step("health")
+            problem = health_problem(self.base, self.new_id, self.config,
+                                     self.op.base_reports_session)
+            if not problem:
+                return self.settle_activated("recovered: the new session runs")
+            return self.restore_old(f"interrupted while switching, and the new session is not "
+                                    f"healthy: {problem}")
+        return self.restore_old("interrupted while returning to the old session", known=before)
+
+    def recover_rollback(self) -> Operation:
+        target, after = self.op.switch_target, self.op.identity_after
+        unchanged = same_target(read_identity(self.base), after)
+        if target is None or (target == self.old_id and unchanged):
+            if unchanged:
+                return self.move(S.failed, "recovered", error="rollback not performed: "
+                                 "interrupted before switching; the rebuilt session still runs")
+            return self.move(S.failed, "recovered", session_conflict=True,
+                             error="rollback not performed: the target changed since "
+                                   "activation; the rebuilt session still runs")
+        if target == self.old_id:
+            problem = self.bring_up(self.old_id, _TO_OLD, self.op.identity_before)
+            if not problem:
+                return self.move(S.rolled_back, "recovered: the old session runs",
+                                 rollback_ok=True, identity_after=read_identity(self.base),
+                                 switch_target=None)
+            return self.restore_new(f"rollback interrupted, and the old session is not "
+                                    f"healthy: {problem}")
+        return self.restore_new("rollback interrupted while resuming the rebuilt session",
+                                known=after)
+
+
+def _need(value: str | None, what: str) -> str:
+    if not value:
+        raise _Abort(f"the operation record lacks {what}")
+    return value
+
+
+def _show(identity: Identity | None) -> str:
+    if identity is None:
+        return "unreadable"
+    return ", ".join(f"{key}={value}" for key, value in sorted(identity.token.items()))
+
+
+def _stats(report: PlanReport) -> dict[str, JsonValue]:
+    """The plan's numbers and maps of numbers: counts only, never text."""
+    stats: dict[str, JsonValue] = {}
+    for key, value in report.model_dump(mode="json").items():
+        if isinstance(value, bool | int | float) or (
+                isinstance(value, dict) and all(isinstance(v, int) for v in value.values())):
+            stats[key] = value
+    return stats
+
+
+def _summary(result: CandidateResult) -> dict[str, int]:
+    counts = {key: int(value) for key, value in result.manifest.counts.model_dump().items()}
+    return {"items": len(result.manifest.items), **counts}
