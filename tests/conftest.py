@@ -9,8 +9,15 @@ from typing import Any
 import pytest
 
 from kael_thread_rebuild.config import Config, parse_config
+from tests.guard import assert_safe_target, install_guard
 
 ConfigFactory = Callable[..., Config]
+
+
+@pytest.fixture(autouse=True)
+def _only_safe_targets(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every switching base a test builds refuses a config that could reach a live session."""
+    install_guard(monkeypatch)
 
 
 @pytest.fixture
@@ -30,6 +37,8 @@ def make_config(tmp_path: Path, project_dir: Path) -> ConfigFactory:
             "tmux_socket": f"kael-test-{tmp_path.name}",
         }
         data.update(overrides)
-        return parse_config(data)
+        config = parse_config(data)
+        assert_safe_target(config)
+        return config
 
     return build

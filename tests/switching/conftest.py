@@ -6,13 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.guard import install_guard
 from tests.switching.sandbox import PrivateTmux
-
-
-@pytest.fixture(autouse=True)
-def _guard(monkeypatch: pytest.MonkeyPatch) -> None:
-    install_guard(monkeypatch)
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from .. import __version__
 from ..config import CONFIG_ENV, load_config
 from ..errors import KaelError
-from . import engine_commands
+from . import doctor_command, engine_commands
 
 PROG = "kael-thread-rebuild"
 EXIT_CODES = "exit codes: 0 ok, 1 refused or failed (with the reason), 2 usage or config error"
@@ -29,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     engine_commands.register(commands, common)
+    doctor_command.register(commands, common)
     return parser
 
 
