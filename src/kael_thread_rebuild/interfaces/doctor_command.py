@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from ..config import Config
-from ..doctor import Check, run_doctor
 from .output import emit
+
+if TYPE_CHECKING:
+    from ..doctor import Check
 
 
 def _status(check: Check) -> str:
@@ -28,6 +31,8 @@ def format_lines(checks: list[Check]) -> list[str]:
 
 
 def _doctor(config: Config, args: argparse.Namespace) -> int:
+    from ..doctor import run_doctor  # imported on use: it pulls in every base
+
     report = run_doctor(config)
     if args.json:
         emit(report, True)

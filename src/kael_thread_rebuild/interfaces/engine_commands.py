@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..candidate.writer import write_candidate
 from ..config import Config
 from ..errors import Refused, UsageError
 from ..paths import resolve_transcript
@@ -32,6 +31,8 @@ def _candidate(config: Config, args: argparse.Namespace) -> int:
     output_dir: Path = args.output_dir.expanduser().absolute()
     if not output_dir.is_dir():
         raise UsageError(f"--output-dir {output_dir} does not exist or is not a directory")
+    from ..candidate.writer import write_candidate  # only this command writes
+
     plan = build_plan(config, resolve_transcript(config, args.transcript))
     if plan.blocked:
         raise Refused(f"plan blocked: {plan.report.blocked_reason}")
