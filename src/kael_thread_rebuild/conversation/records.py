@@ -250,7 +250,9 @@ class Classifier:
         elif record.get("isMeta") is True:
             _add(tally, Dirt.meta_injection, len(words.encode()))
         else:
-            facts.speech = (Speech(Role.user, words, Origin.terminal),)
+            queued = record.get("promptSource") == "queued"
+            facts.speech = (Speech(Role.user, words,
+                                   Origin.queued if queued else Origin.terminal),)
 
     def _own_record(self, text: str, facts: _Facts, marker: dict[str, Any]) -> None:
         kind = facts.marker_kind
