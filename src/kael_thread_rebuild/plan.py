@@ -12,11 +12,11 @@ from .config import Config
 from .conversation.branch import active_branch
 from .conversation.budget import apply_budget, estimate_tokens
 from .conversation.dirty import DirtyReport, dirty_report, poison_score
-from .conversation.records import Classifier, Origin, SpeechToolMatcher
+from .conversation.records import Origin
+from .conversation.scan import scan
 from .conversation.snapshot import Snapshot, find_snapshot
 from .conversation.turns import Turn, build_turns
 from .errors import InputError
-from .transcript.reader import ReadStats, read_records
 
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
@@ -67,21 +67,13 @@ class Plan:
         return bool(self.report.blocked_reason)
 
 
-def _read(path: Path, classifier: Classifier, tally: dict[str, int], stats: ReadStats) -> None:
-    classify = classifier.classify
-    try:
-        for line, record, size in read_records(path, stats):
-            classify(line, record, size, tally)
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+def build_plan(config: Config, path: Path, *, parallel: bool | None = None) -> Plan:
+    """One streaming pass over PATH, then the branch walk, turns, snapshot, budget and checks.
 
-
-def build_plan(config: Config, path: Path) -> Plan:
-    """One streaming pass over PATH, then the branch walk, turns, snapshot, budget and checks."""
-    classifier = Classifier(SpeechToolMatcher(config.speech_tool_pattern))
-    tally: dict[str, int] = {}
-    stats = ReadStats()
-    _read(path, classifier, tally, stats)
+    PARALLEL: None lets a large file be read by two processes when that is safe.
+    """
+    scanned = scan(path, config.speech_tool_pattern, parallel=parallel)
+    classifier, tally, stats = scanned.read, scanned.tally, scanned.stats
     if stats.bytes_read == 0:
         raise InputError(f"transcript {path} is empty")
     parsed_lines = stats.lines - len(stats.unreadable_lines) - int(stats.torn_final_line)
@@ -151,7 +143,7 @@ def build_plan(config: Config, path: Path) -> Plan:
                          classifier.viewed_original_image, config.rebuild_on_original_image_view)
     report = PlanReport(
         source_path=str(path),
-        source_sha256=stats.sha256,
+        source_sha256=scanned.sha256,
         source_bytes=stats.bytes_read,
         source_session_id=_session_id(path, classifier.session_ids),
         claude_code_version=classifier.version,

@@ -205,6 +205,21 @@ class Classifier:
         if kind is Kind.assistant:
             self.seen_assistant = True
 
+    def absorb(self, later: Classifier, line_offset: int) -> None:
+        """Take in what another classifier read from the byte range right after this one."""
+        offset = self.table.absorb(later.table, line_offset)
+        self.speech.update((row + offset, said) for row, said in later.speech.items())
+        self.markers.update((row + offset, kind) for row, kind in later.markers.items())
+        if not self.seen_assistant:
+            self.snapshot_texts.update((row + offset, part)
+                                       for row, part in later.snapshot_texts.items())
+        self.seen_assistant = self.seen_assistant or later.seen_assistant
+        self.viewed_original_image = self.viewed_original_image or later.viewed_original_image
+        self.model = later.model or self.model
+        self.version = later.version or self.version
+        self.cwd = later.cwd or self.cwd
+        self.session_ids |= later.session_ids
+
     def _remember_envelope(self, record: dict[str, Any]) -> None:
         version = record.get("version")
         if isinstance(version, str):

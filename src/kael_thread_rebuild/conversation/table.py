@@ -105,3 +105,37 @@ class RecordTable:
         uuid = self.logical_parents.get(row)
         found = self.rows.get(uuid) if uuid is not None else None
         return None if found is None else self.current(found)
+
+    def absorb(self, later: RecordTable, line_offset: int) -> int:
+        """Append the table of the byte range read right after this one; returns the row offset.
+
+        Uuids seen in both ranges follow the same rule as within one range: the later wins.
+        """
+        offset = len(self)
+        self.kinds.extend(later.kinds)
+        self.flags.extend(later.flags)
+        self.parents.extend(p + offset if p >= 0 else p for p in later.parents)
+        self.times.extend(later.times)
+        self.lines.extend(line + line_offset for line in later.lines)
+        codes = {code: self.message_codes.setdefault(message, len(self.message_codes))
+                 for message, code in later.message_codes.items()}
+        self.messages.extend(codes[code] if code >= 0 else -1 for code in later.messages)
+        self.pending_parents.update((row + offset, u) for row, u in later.pending_parents.items())
+        self.logical_parents.update((row + offset, u) for row, u in later.logical_parents.items())
+        self.superseded.update((old + offset, new + offset)
+                               for old, new in later.superseded.items())
+        for uuid, row in later.rows.items():
+            previous = self.rows.get(uuid)
+            if previous is not None and previous < offset:
+                self.superseded[previous] = _first_row(later, uuid) + offset
+            self.rows[uuid] = row + offset
+        return offset
+
+
+def _first_row(table: RecordTable, uuid: str) -> int:
+    """The earliest row of UUID in TABLE (its later rows are chained by `superseded`)."""
+    row = table.rows[uuid]
+    earlier = {new: old for old, new in table.superseded.items()}
+    while row in earlier:
+        row = earlier[row]
+    return row

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from .. import __version__
 from ..config import CONFIG_ENV, load_config
 from ..errors import KaelError
-from . import doctor_command, engine_commands
+from . import doctor_command, engine_commands, operation_commands
 
 PROG = "kael-thread-rebuild"
 EXIT_CODES = "exit codes: 0 ok, 1 refused or failed (with the reason), 2 usage or config error"
@@ -30,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     engine_commands.register(commands, common)
     doctor_command.register(commands, common)
+    operation_commands.register(commands, common)
     return parser
 
 

@@ -1,0 +1,134 @@
+"""One pass over a transcript: every record classified, runtime bytes tallied, file digested.
+
+A large file is split at a line boundary and its second half read by a forked child on the
+other core, so that the plan costs little more than parsing the file once; the SHA-256 is
+taken by a thread over the same bytes. Everything is read as of the size the file had when
+the scan started: a record appended meanwhile belongs to the next scan.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO
+
+from ..errors import InputError
+from ..transcript.reader import READ_BUFFER, FileDigest, ReadStats, read_records
+from .records import Classifier, SpeechToolMatcher
+
+PARALLEL_MIN_BYTES = 64 << 20
+SPLIT_PROBE_BYTES = 1 << 20
+
+
+@dataclass(slots=True)
+class Scan:
+    read: Classifier
+    stats: ReadStats
+    sha256: str
+    tally: dict[str, int] = field(default_factory=dict)
+
+
+def _classify_range(handle: BinaryIO, length: int,
+                    speech_tools: SpeechToolMatcher) -> tuple[Classifier, dict[str, int],
+                                                              ReadStats]:
+    read = Classifier(speech_tools)
+    tally: dict[str, int] = {}
+    stats = ReadStats()
+    classify = read.classify
+    for line, record, size in read_records(handle, length, stats):
+        classify(line, record, size, tally)
+    return read, tally, stats
+
+
+def _split_point(handle: BinaryIO, size: int) -> int | None:
+    """The offset just after the first newline at or past the middle, if there is one."""
+    middle = size // 2
+    handle.seek(middle)
+    probe = handle.read(SPLIT_PROBE_BYTES)
+    while probe:
+        newline = probe.find(b"\n")
+        if newline >= 0:
+            point = handle.tell() - len(probe) + newline + 1
+            return point if point < size else None
+        probe = handle.read(SPLIT_PROBE_BYTES)
+    return None
+
+
+def _can_fork(size: int, parallel: bool | None) -> bool:
+    if parallel is False or size < PARALLEL_MIN_BYTES or (os.cpu_count() or 1) < 2:
+        return False
+    # Forking a process that runs other threads can leave their locks held in the child.
+    return threading.active_count() == 1 and hasattr(os, "fork")
+
+
+def _read_child(reader: int) -> bytes:
+    chunks = []
+    with os.fdopen(reader, "rb") as pipe:
+        while chunk := pipe.read(READ_BUFFER):
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _second_half(path: Path, fd: int, start: int, size: int,
+                 speech_tools: SpeechToolMatcher) -> tuple[int, int]:
+    """Fork a child that classifies [START, SIZE) and pipes back the pickled result.
+
+    The child opens the file the parent has open (through /proc, so a rename in between cannot
+    swap it) with its own offset.
+    """
+    reader, writer = os.pipe()
+    same_file = Path(f"/proc/self/fd/{fd}")
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        code = 0
+        try:
+            os.close(reader)
+            with same_file.open("rb", buffering=READ_BUFFER) as handle:
+                handle.seek(start)
+                result: object = _classify_range(handle, size - start, speech_tools)
+            payload = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
+        except BaseException as exc:
+            payload = pickle.dumps(OSError(str(exc)))
+            code = 1
+        with os.fdopen(writer, "wb") as pipe:
+            pipe.write(payload)
+        os._exit(code)
+    os.close(writer)
+    return pid, reader
+
+
+def scan(path: Path, speech_tool_patterns: Iterable[str], *,
+         parallel: bool | None = None) -> Scan:
+    speech_tools = SpeechToolMatcher(speech_tool_patterns)
+    try:
+        handle = path.open("rb", buffering=READ_BUFFER)
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    with handle:
+        size = os.fstat(handle.fileno()).st_size
+        split = _split_point(handle, size) if _can_fork(size, parallel) else None
+        child = (_second_half(path, handle.fileno(), split, size, speech_tools)
+                 if split else None)
+        digest = FileDigest(handle.fileno(), size)
+        handle.seek(0)
+        try:
+            read, tally, stats = _classify_range(handle, split or size, speech_tools)
+        except OSError as exc:
+            raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+        if child is not None:
+            pid, reader = child
+            payload = _read_child(reader)
+            os.waitpid(pid, 0)
+            later = pickle.loads(payload)
+            if isinstance(later, BaseException):
+                raise InputError(f"cannot read {path}: {later}")
+            later_read, later_tally, later_stats = later
+            read.absorb(later_read, stats.lines)
+            for category, amount in later_tally.items():
+                tally[category] = tally.get(category, 0) + amount
+            stats.absorb(later_stats)
+        return Scan(read, stats, digest.hexdigest(), tally)

@@ -1,0 +1,78 @@
+"""A large transcript read by two processes gives exactly the plan of a single reader."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from kael_thread_rebuild.conversation import scan as scan_module
+from kael_thread_rebuild.plan import build_plan
+from tests.builder import TranscriptBuilder
+from tests.conftest import ConfigFactory
+
+
+def _busy_session() -> TranscriptBuilder:
+    b = TranscriptBuilder()
+    for number in range(60):
+        b.user(f"question {number} 问题")
+        b.attachment("date", "<system-reminder>today</system-reminder>")
+        if number % 7 == 0:
+            b.parallel_tools([f"out {number}", "more"], text=f"checking {number}")
+        else:
+            b.tool_call("Bash", "x" * 2000, text=f"running {number}")
+        b.say(f"answer {number}")
+        if number % 13 == 0:
+            b.speech_tool(f"phone message {number}")
+    return b
+
+
+@pytest.mark.parametrize("damage", ["none", "unreadable", "repeated_uuid", "torn_tail"])
+def test_split_read_equals_single_read(damage: str, make_config: ConfigFactory,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    config = make_config()
+    b = _busy_session()
+    path = b.write(config.project_dir / f"{b.session_id}.jsonl")
+    lines = path.read_bytes().splitlines(keepends=True)
+    if damage == "unreadable":
+        lines.insert(len(lines) * 3 // 4, b"{broken\n")
+    elif damage == "repeated_uuid":
+        lines.append(lines[len(lines) // 4])  # a later copy of an early record wins
+    elif damage == "torn_tail":
+        lines.append(b'{"type":"user","message":{"content":"half')
+    path.write_bytes(b"".join(lines))
+
+    single = build_plan(config, path, parallel=False)
+    monkeypatch.setattr(scan_module, "PARALLEL_MIN_BYTES", 0)
+    forks = []
+    real_second_half = scan_module._second_half
+
+    def counted(*args: object) -> tuple[int, int]:
+        forks.append(args)
+        return real_second_half(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(scan_module, "_second_half", counted)
+    split = build_plan(config, path, parallel=True)
+    assert len(forks) == 1
+    assert split.report == single.report
+    assert [t.items for t in split.turns] == [t.items for t in single.turns]
+    assert single.report.source_sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
+    if damage == "unreadable":
+        assert single.report.unreadable_lines == [len(lines) * 3 // 4 + 1]
+
+
+def test_split_point_is_a_line_boundary(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b'{"a":1}\n' * 1000)
+    with path.open("rb") as handle:
+        point = scan_module._split_point(handle, path.stat().st_size)
+    assert point is not None and point % 8 == 0 and 0 < point < 8000
+
+
+def test_no_fork_while_other_threads_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(scan_module.threading, "active_count", lambda: 2)
+    assert not scan_module._can_fork(1 << 40, None)
+    monkeypatch.setattr(scan_module.threading, "active_count", lambda: 1)
+    assert scan_module._can_fork(1 << 40, None) == ((scan_module.os.cpu_count() or 1) >= 2)
+    assert not scan_module._can_fork(1 << 40, False)
