@@ -78,8 +78,10 @@ def _candidate(name: str, root: Path) -> tuple[Any, Any]:
 def test_engine_selects_exactly_the_scenario_speech(name: str, workspace: Path) -> None:
     expected = _expected(name)
     plan, _ = _candidate(name, workspace / "engine")
-    items = [item for turn in plan.turns for item in turn.items]
-    _assert_same_speech(expected["speech"], [(item.role.value, item.text) for item in items])
+    items = plan.items
+    texts = plan.texts()
+    _assert_same_speech(expected["speech"],
+                        [(item.role.value, text) for item, text in zip(items, texts, strict=True)])
     for want, item in zip(expected["speech"], items, strict=True):
         if want["role"] == "user" or want["origin"] == "speech_tool":
             assert item.origin.value == want["origin"], (want, item.origin)
@@ -87,7 +89,7 @@ def test_engine_selects_exactly_the_scenario_speech(name: str, workspace: Path) 
     for line in expected.get("snapshot_contains", []):
         assert plan.snapshot is not None and line in plan.snapshot.text
     for text in expected.get("abandoned_texts", []):
-        assert all(text not in item.text for item in items)
+        assert all(text not in said for said in texts)
 
 
 @pytest.mark.skipif(not claude_available(), reason="the pinned Claude Code binary is missing")

@@ -10,12 +10,14 @@ from pydantic import BaseModel
 
 from .config import Config
 from .conversation.branch import active_branch
-from .conversation.budget import apply_budget, estimate_tokens
+from .conversation.budget import apply_budget
 from .conversation.dirty import DirtyReport, dirty_report, poison_score
 from .conversation.records import Origin
 from .conversation.scan import scan
 from .conversation.snapshot import Snapshot, find_snapshot
-from .conversation.turns import Turn, build_turns
+from .conversation.texts import read_texts
+from .conversation.tokens import estimate_tokens
+from .conversation.turns import Item, Turn, build_turns
 from .errors import InputError
 
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
@@ -61,10 +63,20 @@ class Plan:
     turns: list[Turn]
     model: str | None
     cwd: str | None
+    speech_tool_pattern: list[str]
 
     @property
     def blocked(self) -> bool:
         return bool(self.report.blocked_reason)
+
+    @property
+    def items(self) -> list[Item]:
+        return [item for turn in self.turns for item in turn.items]
+
+    def texts(self, items: list[Item] | None = None) -> list[str]:
+        """The words of ITEMS (default: every selected item), read again and verified."""
+        wanted = self.items if items is None else items
+        return read_texts(self.source_path, wanted, self.speech_tool_pattern)
 
 
 def build_plan(config: Config, path: Path, *, parallel: bool | None = None) -> Plan:
@@ -96,7 +108,9 @@ def build_plan(config: Config, path: Path, *, parallel: bool | None = None) -> P
     snapshot_tokens = estimate_tokens(snapshot.text, config.token_divisor) if snapshot else 0
     budget = apply_budget(carried, snapshot_tokens, config.carry_max_tokens,
                           config.carry_overflow, config.token_divisor)
-    poison = poison_score(turns, config.poison_regex, config.poison_window_turns)
+    window = [item for turn in turns[-config.poison_window_turns:] for item in turn.items]
+    poison = poison_score(read_texts(path, window, config.speech_tool_pattern),
+                          config.poison_regex)
 
     by_origin = {origin.value: 0 for origin in Origin}
     conversation_bytes = 0
@@ -104,8 +118,8 @@ def build_plan(config: Config, path: Path, *, parallel: bool | None = None) -> P
     for turn in turns:
         for item in turn.items:
             by_origin[item.origin] += 1
-            conversation_bytes += len(item.text.encode())
-            longest = max(longest, (len(item.text), item.source_line))
+            conversation_bytes += item.utf8_bytes
+            longest = max(longest, (item.chars, item.source_line))
     source_items = sum(by_origin.values())
     carried_items = sum(len(turn.items) for turn in budget.selected)
 
@@ -172,7 +186,8 @@ def build_plan(config: Config, path: Path, *, parallel: bool | None = None) -> P
         notes=notes,
         dirty=dirty,
     )
-    return Plan(report, path, snapshot, budget.selected, classifier.model, classifier.cwd)
+    return Plan(report, path, snapshot, budget.selected, classifier.model, classifier.cwd,
+                list(config.speech_tool_pattern))
 
 
 def _session_id(path: Path, seen: set[str]) -> str:

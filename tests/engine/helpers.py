@@ -16,7 +16,7 @@ def plan_of(builder: TranscriptBuilder, config: Config, name: str = "") -> Plan:
 
 
 def carried(plan: Plan) -> list[tuple[str, str]]:
-    return [(item.role.value, item.text) for turn in plan.turns for item in turn.items]
+    return [(item.role.value, text) for item, text in zip(plan.items, plan.texts(), strict=True)]
 
 
 def source_path(config: Config, builder: TranscriptBuilder) -> Path:

@@ -11,6 +11,7 @@ import pytest
 
 from kael_thread_rebuild.candidate.verifier import verify_candidate
 from kael_thread_rebuild.candidate.writer import OPEN_TAIL_NOTICE, write_candidate
+from kael_thread_rebuild.errors import InputError
 from kael_thread_rebuild.plan import build_plan
 from tests.builder import TranscriptBuilder
 from tests.conftest import ConfigFactory
@@ -121,3 +122,14 @@ def test_candidate_never_overwrites(make_config: ConfigFactory, tmp_path: Path) 
     with pytest.raises(FileExistsError):
         write_candidate(plan, tmp_path, config, session_id=first.new_session_id)
     assert verify_candidate(first.candidate_path, first.manifest_path).ok
+
+
+def test_words_changed_after_planning_are_refused(make_config: ConfigFactory,
+                                                   tmp_path: Path) -> None:
+    config = make_config()
+    plan = plan_of(_conversation(), config)
+    source = plan.source_path
+    source.write_text(source.read_text().replace("Checked: all fine.", "Checked: all FINE."))
+    with pytest.raises(InputError, match="changed at line"):
+        write_candidate(plan, tmp_path, config)
+    assert list(tmp_path.glob("*.jsonl")) == []

@@ -80,7 +80,8 @@ def test_carried_speech_equals_source_speech_and_no_runtime_is_carried(
                                "freeze_startup_snapshot": False})
         source = b.write(project / f"{b.session_id}.jsonl")
         plan = build_plan(config, source)
-        carried = [(item.role.value, item.text) for turn in plan.turns for item in turn.items]
+        carried = [(item.role.value, text)
+                   for item, text in zip(plan.items, plan.texts(), strict=True)]
         assert carried == expected
         if not expected:
             assert plan.report.blocked_reason == "there is no conversation to carry"
@@ -93,4 +94,5 @@ def test_carried_speech_equals_source_speech_and_no_runtime_is_carried(
             assert block not in body
         result.manifest_path.unlink()
         again = build_plan(config, result.candidate_path)
-        assert [(i.role.value, i.text) for t in again.turns for i in t.items] == carried
+        assert [(i.role.value, text)
+                for i, text in zip(again.items, again.texts(), strict=True)] == carried

@@ -34,7 +34,7 @@ def test_consecutive_user_messages_form_one_turn(make_config: ConfigFactory) -> 
     b.say("All four read.")
     plan = plan_of(b, make_config())
     assert plan.report.source_turns == 1
-    assert [item.text for item in plan.turns[0].user] == ["one", "two", "three", "four"]
+    assert plan.texts(plan.turns[0].user) == ["one", "two", "three", "four"]
 
 
 def test_injected_blocks_are_stripped_and_the_rest_kept_verbatim(

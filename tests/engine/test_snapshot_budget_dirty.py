@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 
-from kael_thread_rebuild.conversation.budget import estimate_tokens
+from kael_thread_rebuild.conversation.tokens import estimate_tokens
 from tests.builder import TranscriptBuilder
 from tests.conftest import ConfigFactory
 from tests.engine.helpers import carried, plan_of

@@ -129,6 +129,7 @@ def build_records(plan: Plan, config: Config, session_id: str,
                     marker={"sourceUuid": snapshot.source_uuid, "capturedAt": captured,
                             "sha256": snapshot.sha256})
     first_turn = plan.report.dropped_oldest_turns
+    words = iter(plan.texts())
     for offset, turn in enumerate(plan.turns):
         number = first_turn + offset
         message_id = "msg_kael_" + uuid.uuid5(uuid.UUID(session_id), f"turn:{number}").hex[:24]
@@ -139,10 +140,10 @@ def build_records(plan: Plan, config: Config, session_id: str,
             prefix = _stamp(item.source_timestamp) if config.stamp_turns and index == 0 else None
             if prefix:
                 marker["stampPrefix"] = prefix
-            builder.add(Role.user, (prefix or "") + item.text, kind, item=item, turn=number,
+            builder.add(Role.user, (prefix or "") + next(words), kind, item=item, turn=number,
                         source_sha256=item.sha256, carried_sha256=item.sha256, marker=marker)
         for item in turn.assistant:
-            builder.add(Role.assistant, item.text, ItemKind.speech, item=item, turn=number,
+            builder.add(Role.assistant, next(words), ItemKind.speech, item=item, turn=number,
                         source_sha256=item.sha256, carried_sha256=item.sha256,
                         marker={"origin": item.origin.value, "sourceUuid": item.source_uuid},
                         message_id=message_id)

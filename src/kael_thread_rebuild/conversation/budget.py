@@ -2,24 +2,15 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from ..config import CarryOverflow
+from .tokens import tokens_from_counts
 from .turns import Turn
-
-_CJK = re.compile(
-    "[\u3000-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]"
-)
-
-
-def estimate_tokens(text: str, divisor: float) -> int:
-    cjk = len(_CJK.findall(text))
-    return int(cjk * 1.1 + (len(text) - cjk) / divisor)
 
 
 def turn_tokens(turn: Turn, divisor: float) -> int:
-    return sum(estimate_tokens(item.text, divisor) for item in turn.items)
+    return sum(tokens_from_counts(item.chars, item.cjk, divisor) for item in turn.items)
 
 
 @dataclass(slots=True)

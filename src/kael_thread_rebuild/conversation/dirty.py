@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from pydantic import BaseModel
 
 from .records import Dirt
-from .turns import Turn
 
 RUNTIME_CATEGORIES = [d for d in Dirt if d is not Dirt.bookkeeping]
 
@@ -54,8 +53,6 @@ def dirty_report(tally: Mapping[str, int], conversation_bytes: int, budget: int,
     )
 
 
-def poison_score(turns: list[Turn], pattern: re.Pattern[str], window: int) -> int:
-    """Matches of the poison pattern in the speech of the last WINDOW turns."""
-    return sum(
-        len(pattern.findall(item.text)) for turn in turns[-window:] for item in turn.items
-    )
+def poison_score(texts: Iterable[str], pattern: re.Pattern[str]) -> int:
+    """Matches of the poison pattern in TEXTS (the speech of the last turns)."""
+    return sum(len(pattern.findall(text)) for text in texts)

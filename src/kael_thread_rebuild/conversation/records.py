@@ -8,6 +8,7 @@ types and fields are tolerated.
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 import re
 from collections.abc import Iterable, MutableMapping
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ import orjson
 
 from .injected import is_channel_message, is_interrupted_marker, strip_injected
 from .table import BOUNDARY, KINDS, SIDECHAIN, TOOL_RESULT, Kind, RecordTable
+from .tokens import count_cjk
 
 # Marker field our own candidate records carry, so that a candidate read again means the same.
 MARKER = "kaelRebuild"
@@ -69,12 +71,33 @@ class Speech:
 
 
 @dataclass(slots=True, frozen=True)
+class SpeechFact:
+    """One speech item without its words: what the plan needs. The words stay in the file and
+    are read again (and checked against the digest) only when a candidate is written."""
+
+    role: Role
+    origin: Origin
+    sha256: str
+    utf8_bytes: int
+    chars: int
+    cjk: int
+
+    @classmethod
+    def of(cls, speech: Speech) -> SpeechFact:
+        data = speech.text.encode()
+        return cls(speech.role, speech.origin, hashlib.sha256(data).hexdigest(), len(data),
+                   len(speech.text), count_cjk(speech.text))
+
+
+@dataclass(slots=True, frozen=True)
 class RowSpeech:
-    """The speech of one record, with where it came from."""
+    """The speech of one record, with where it came from and where its line is."""
 
     uuid: str
     timestamp: str | None
-    items: tuple[Speech, ...]
+    offset: int
+    length: int
+    items: tuple[SpeechFact, ...]
 
 
 @dataclass(slots=True, frozen=True)
@@ -152,13 +175,42 @@ class Classifier:
         self.cwd: str | None = None
         self.session_ids: set[str] = set()
 
-    def classify(self, line: int, record: dict[str, Any], size: int,
+    def classify(self, line: int, record: dict[str, Any], size: int, offset: int,
                  tally: MutableMapping[str, int]) -> None:
-        kind_name = record.get("type")
         uuid = record.get("uuid")
-        if not isinstance(uuid, str) or not isinstance(kind_name, str):
-            _add(tally, Dirt.bookkeeping, size)
+        examined = self._examine(record, size, tally)
+        if examined is None or not isinstance(uuid, str):
             return
+        kind, facts = examined
+        timestamp = record.get("timestamp")
+        row = self.table.add(uuid, kind, facts.flags, record.get("parentUuid"), timestamp,
+                             line, facts.message_id)
+        if facts.flags & BOUNDARY:
+            logical = record.get("logicalParentUuid")
+            if isinstance(logical, str):
+                self.table.logical_parents[row] = logical
+        if facts.speech:
+            self.speech[row] = RowSpeech(uuid, _str_or_none(timestamp), offset, size,
+                                         tuple(SpeechFact.of(said) for said in facts.speech))
+        if facts.marker_kind is not None:
+            self.markers[row] = facts.marker_kind
+        if facts.snapshot_text and not self.seen_assistant:
+            self.snapshot_texts[row] = SnapshotPart(uuid, _str_or_none(timestamp),
+                                                    facts.snapshot_text)
+        if kind is Kind.assistant:
+            self.seen_assistant = True
+
+    def speech_of(self, record: dict[str, Any]) -> tuple[Speech, ...]:
+        """The speech of one record, words included (for a record read again by offset)."""
+        examined = self._examine(record, 0, {})
+        return examined[1].speech if examined else ()
+
+    def _examine(self, record: dict[str, Any], size: int,
+                 tally: MutableMapping[str, int]) -> tuple[Kind, _Facts] | None:
+        kind_name = record.get("type")
+        if not isinstance(record.get("uuid"), str) or not isinstance(kind_name, str):
+            _add(tally, Dirt.bookkeeping, size)
+            return None
         kind = KINDS.get(kind_name, Kind.other)
         facts = _Facts(flags=SIDECHAIN if record.get("isSidechain") is True else 0)
         marker = record.get(MARKER)
@@ -188,22 +240,7 @@ class Classifier:
                 _add(tally, Dirt.bookkeeping, size)
         else:
             _add(tally, Dirt.bookkeeping, size)
-        timestamp = record.get("timestamp")
-        row = self.table.add(uuid, kind, facts.flags, record.get("parentUuid"), timestamp,
-                             line, facts.message_id)
-        if facts.flags & BOUNDARY:
-            logical = record.get("logicalParentUuid")
-            if isinstance(logical, str):
-                self.table.logical_parents[row] = logical
-        if facts.speech:
-            self.speech[row] = RowSpeech(uuid, _str_or_none(timestamp), facts.speech)
-        if facts.marker_kind is not None:
-            self.markers[row] = facts.marker_kind
-        if facts.snapshot_text and not self.seen_assistant:
-            self.snapshot_texts[row] = SnapshotPart(uuid, _str_or_none(timestamp),
-                                                    facts.snapshot_text)
-        if kind is Kind.assistant:
-            self.seen_assistant = True
+        return kind, facts
 
     def absorb(self, later: Classifier, line_offset: int) -> None:
         """Take in what another classifier read from the byte range right after this one."""

@@ -32,15 +32,15 @@ class Scan:
     tally: dict[str, int] = field(default_factory=dict)
 
 
-def _classify_range(handle: BinaryIO, length: int,
+def _classify_range(handle: BinaryIO, start: int, length: int,
                     speech_tools: SpeechToolMatcher) -> tuple[Classifier, dict[str, int],
                                                               ReadStats]:
     read = Classifier(speech_tools)
     tally: dict[str, int] = {}
     stats = ReadStats()
     classify = read.classify
-    for line, record, size in read_records(handle, length, stats):
-        classify(line, record, size, tally)
+    for line, record, size, offset in read_records(handle, start, length, stats):
+        classify(line, record, size, offset, tally)
     return read, tally, stats
 
 
@@ -88,8 +88,7 @@ def _second_half(path: Path, fd: int, start: int, size: int,
         try:
             os.close(reader)
             with same_file.open("rb", buffering=READ_BUFFER) as handle:
-                handle.seek(start)
-                result: object = _classify_range(handle, size - start, speech_tools)
+                result: object = _classify_range(handle, start, size - start, speech_tools)
             payload = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
         except BaseException as exc:
             payload = pickle.dumps(OSError(str(exc)))
@@ -114,9 +113,8 @@ def scan(path: Path, speech_tool_patterns: Iterable[str], *,
         child = (_second_half(path, handle.fileno(), split, size, speech_tools)
                  if split else None)
         digest = FileDigest(handle.fileno(), size)
-        handle.seek(0)
         try:
-            read, tally, stats = _classify_range(handle, split or size, speech_tools)
+            read, tally, stats = _classify_range(handle, 0, split or size, speech_tools)
         except OSError as exc:
             raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
         if child is not None:

@@ -6,7 +6,6 @@ between messages never break a turn; assistant words before the first user messa
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -15,16 +14,21 @@ from .records import Origin, Role, RowSpeech
 
 @dataclass(slots=True, frozen=True)
 class Item:
+    """One speech item of the plan. Its words are not held: `texts.read_texts` reads them from
+    the source line at OFFSET (item INDEX of that record) and checks them against SHA256."""
+
     role: Role
-    text: str
     origin: Origin
     source_uuid: str
     source_line: int
     source_timestamp: str | None
-
-    @property
-    def sha256(self) -> str:
-        return hashlib.sha256(self.text.encode()).hexdigest()
+    sha256: str
+    utf8_bytes: int
+    chars: int
+    cjk: int
+    offset: int
+    length: int
+    index: int
 
 
 @dataclass(slots=True)
@@ -55,9 +59,10 @@ def build_turns(rows: list[int], speech: Mapping[int, RowSpeech],
         found = speech.get(row)
         if found is None:
             continue
-        for said in found.items:
-            item = Item(said.role, said.text, said.origin, found.uuid, lines[row],
-                        found.timestamp)
+        for index, said in enumerate(found.items):
+            item = Item(said.role, said.origin, found.uuid, lines[row], found.timestamp,
+                        said.sha256, said.utf8_bytes, said.chars, said.cjk, found.offset,
+                        found.length, index)
             if said.role is Role.user:
                 if not turns or turns[-1].assistant:
                     turns.append(Turn())

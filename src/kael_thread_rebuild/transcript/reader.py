@@ -70,10 +70,10 @@ class FileDigest:
         return self._digest.hexdigest()
 
 
-def read_records(handle: BinaryIO, length: int,
-                 stats: ReadStats) -> Iterator[tuple[int, dict[str, Any], int]]:
-    """Yield (line number, record, line size) for the JSON-object lines in the next LENGTH bytes
-    of HANDLE. Line numbers count from 1 at the handle's position.
+def read_records(handle: BinaryIO, start: int, length: int,
+                 stats: ReadStats) -> Iterator[tuple[int, dict[str, Any], int, int]]:
+    """Yield (line number, record, line size, line offset) for the JSON-object lines in the
+    LENGTH bytes of HANDLE from offset START. Line numbers count from 1 at START.
 
     A last line without a newline is a write in progress: it is skipped and flagged in
     `stats.torn_final_line`. Lines that are not JSON objects are listed in
@@ -83,6 +83,7 @@ def read_records(handle: BinaryIO, length: int,
     decode_error = orjson.JSONDecodeError
     line_no = 0
     consumed = 0
+    handle.seek(start)
     try:
         while consumed < length:
             raw = handle.readline(length - consumed)
@@ -103,7 +104,7 @@ def read_records(handle: BinaryIO, length: int,
             if type(record) is not dict:
                 stats.unreadable_lines.append(line_no)
                 continue
-            yield line_no, record, size
+            yield line_no, record, size, start + consumed - size
     finally:
         stats.lines = line_no
         stats.bytes_read = consumed
@@ -115,3 +116,9 @@ def file_sha256(path: Path) -> str:
         while chunk := handle.read(READ_BUFFER):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def read_line(fd: int, offset: int, length: int) -> dict[str, Any]:
+    """The record of one line, read again by its offset (the line is known to be an object)."""
+    record: dict[str, Any] = orjson.loads(os.pread(fd, length, offset))
+    return record
