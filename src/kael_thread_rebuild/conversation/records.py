@@ -134,7 +134,7 @@ class SpeechToolMatcher:
 def _size(value: Any) -> int:
     """UTF-8 bytes of a text, or of a structure's JSON form."""
     if isinstance(value, str):
-        return len(value.encode())
+        return len(value) if value.isascii() else len(value.encode())  # isascii() is O(1)
     if value is None:
         return 0
     return len(orjson.dumps(value))
@@ -280,7 +280,7 @@ class Classifier:
                 return
         text = _text_of(content)
         if facts.flags & SIDECHAIN:
-            _add(tally, Dirt.sidechain, len(text.encode()))
+            _add(tally, Dirt.sidechain, _size(text))
             return
         if facts.marker_kind is not None:
             self._own_record(text, facts, marker)
@@ -300,7 +300,7 @@ class Classifier:
         if is_channel_message(words):
             facts.speech = (Speech(Role.user, words, Origin.channel),)
         elif record.get("isMeta") is True:
-            _add(tally, Dirt.meta_injection, len(words.encode()))
+            _add(tally, Dirt.meta_injection, _size(words))
         else:
             queued = record.get("promptSource") == "queued"
             facts.speech = (Speech(Role.user, words,
@@ -355,7 +355,7 @@ class Classifier:
                 if not isinstance(text, str):
                     continue
                 if sidechain:
-                    _add(tally, Dirt.sidechain, len(text.encode()))
+                    _add(tally, Dirt.sidechain, _size(text))
                 elif not not_speech and text.strip():
                     speech.append(Speech(Role.assistant, text, Origin.assistant))
             elif block_type == "tool_use":
@@ -403,7 +403,7 @@ class Classifier:
             item["content"] for item in rendered
             if isinstance(item, dict) and isinstance(item.get("content"), str)
         )
-        _add(tally, Dirt.attachment, len(text.encode()))
+        _add(tally, Dirt.attachment, _size(text))
         if kind not in REGENERATED_ATTACHMENTS and text.strip() and not facts.flags & SIDECHAIN:
             facts.snapshot_text = text
 
