@@ -172,6 +172,8 @@ class _Daemon:
 
     def loop(self, once: bool) -> None:
         self.recover()
+        self.journal.note(f"daemon ready (pid {os.getpid()}): polling every "
+                          f"{self.config.poll_interval_seconds:g} s")
         while not self.stop.requested:
             self.run_pass()
             if once:

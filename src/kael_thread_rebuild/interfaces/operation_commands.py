@@ -31,6 +31,10 @@ def _time(moment: datetime) -> str:
     return f"{moment:%Y-%m-%d %H:%M:%S}Z"
 
 
+def _clock(moment: datetime) -> str:
+    return f"{moment:%H:%M:%S}.{moment.microsecond // 1000:03d}"
+
+
 def describe(op: Operation) -> list[str]:
     """An operation for people: the facts that are set, then its history."""
     facts: list[tuple[str, Any]] = [
@@ -50,8 +54,8 @@ def describe(op: Operation) -> list[str]:
     lines += [f"  {key:<{width}}  {value}" for key, value in shown]
     if op.history:
         lines.append("  history:")
-        lines += [f"    {step.at:%H:%M:%S.%f}"[:-3] + f"  {step.from_status.value} -> "
-                  f"{step.to_status.value}  {step.note}" for step in op.history]
+        lines += [f"    {_clock(step.at)}  {step.from_status.value} -> {step.to_status.value}"
+                  f"  {step.note}" for step in op.history]
     return lines
 
 
@@ -163,29 +167,32 @@ def _wait(config: Config, args: argparse.Namespace) -> int:
 
 
 def _hook_stop(config: Config, args: argparse.Namespace) -> int:
-    """Claude Code reads a hook's stdout and treats exit code 2 as "do not stop": print nothing,
-    always exit 0, and leave the trace in `<state_dir>/hook.log`."""
+    """Reached only through the parser; `cli.main` sends hook-stop to `hook.run` first."""
+    raw = b"" if sys.stdin is None or sys.stdin.isatty() else sys.stdin.buffer.read()
     with contextlib.redirect_stdout(sys.stderr):
-        try:
-            _record_stop(config)
-        except Exception as exc:
-            _hook_log(config, f"hook-stop error: {type(exc).__name__}: {exc}")
+        record_stop_input(config, raw)
     return 0
 
 
-def _record_stop(config: Config) -> None:
-    from ..errors import KaelError
+def record_stop_input(config: Config, raw: bytes) -> None:
+    """Record one Stop; never raises (the hook must not block Claude), logs what happened."""
+    try:
+        _record_stop(config, raw)
+    except Exception as exc:
+        _hook_log(config, f"hook-stop error: {type(exc).__name__}: {exc}")
+
+
+def _record_stop(config: Config, raw: bytes) -> None:
     from ..operations.service import record_stop
     from ..operations.stop_input import StopHookInput
     from ..switching.base import SwitchBase
     from ..switching.factory import make_base
 
-    raw = b"" if sys.stdin is None or sys.stdin.isatty() else sys.stdin.buffer.read()
     base: SwitchBase | None
     try:
         base = make_base(config)
-    except KaelError:
-        base = None  # the worker's identity checks still apply
+    except Exception:
+        base = None  # the Stop is still recorded; the worker's identity checks still apply
     op = record_stop(config, StopHookInput.parse(raw), base)
     if op is not None:
         line = f"hook-stop: operation {op.operation_id} -> {op.status.value}"

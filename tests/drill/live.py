@@ -1,0 +1,184 @@
+"""The live drill's stage: the real Claude Code interactive in a tmux pane on a private socket,
+with our Stop hook and MCP server in its own config dir, the daemon as a separate process, and a
+scripted stand-in API. Shared by `tests/drill/` and `benchmarks/bench_switch.py`.
+
+The scenario's speech is written down here, from the script, never read back from the engine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shlex
+import subprocess
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from kael_thread_rebuild.config import Config
+from kael_thread_rebuild.doctor import SERVER_NAME
+from tests.support.claude_env import (
+    DEFAULT_ALLOW,
+    ClaudeEnv,
+    TmuxClaude,
+    find_claude_binary,
+    make_claude_env,
+)
+from tests.support.standin_api import Reply, StandinAPI, Text, Thinking, ToolUse, prompt_script
+from tests.switching.sandbox import wait_until
+
+from . import procs
+
+REQUEST_TOOL = f"mcp__{SERVER_NAME}__thread_rebuild_request"
+BIG_OUTPUT_LINES = 40000
+#: Claude Code writes this system record after the Stop hooks of every turn.
+STOP_SUMMARY = b'"subtype":"stop_hook_summary"'
+
+# -- the scenario ------------------------------------------------------------------------------
+
+P_TOOLS = "drill one: please count the lines of the big listing, 漢字 ok"
+A_TOOLS = "I will run the listing first."
+A_TOOLS_DONE = f"The listing has {BIG_OUTPUT_LINES} lines; the last one is {BIG_OUTPUT_LINES}."
+P_THINK = "drill two: think about kingfisher 7731 and answer in one word"
+A_THINK = "Kingfisher 7731 noted. One word: blue."
+P_REBUILD = "drill three: yes, please rebuild the session now"
+A_REBUILD = "Requesting the rebuild, as you agreed."
+A_REBUILD_DONE = "The rebuild is recorded; it happens once this reply ends."
+P_AFTER = "drill four: what do you remember after the switch?"
+A_AFTER = "Every word we said, and nothing else."
+P_BACK = "drill five: please go back to the old session"
+A_BACK = "Going back once this reply ends."
+P_OLD = "drill six: and now we are in the old session again"
+A_OLD = "Back in the old session, tools and all."
+
+#: The old session's speech, in order, as the new session's model must see it.
+OLD_SPEECH: list[tuple[str, str]] = [
+    ("user", P_TOOLS), ("assistant", A_TOOLS), ("assistant", A_TOOLS_DONE),
+    ("user", P_THINK), ("assistant", A_THINK),
+    ("user", P_REBUILD), ("assistant", A_REBUILD), ("assistant", A_REBUILD_DONE),
+]
+
+
+def responder() -> Callable[[dict[str, Any]], Reply | list[Any]]:
+    return prompt_script({
+        P_TOOLS: [Reply([Text(A_TOOLS), ToolUse("Bash", {
+                      "command": f"seq 1 {BIG_OUTPUT_LINES}", "description": "big listing"})]),
+                  Reply([Text(A_TOOLS_DONE)])],
+        P_THINK: [Reply([Thinking("private: the user wants one word"), Text(A_THINK)])],
+        P_REBUILD: [Reply([Text(A_REBUILD), ToolUse(REQUEST_TOOL, {
+                        "reason": "drill: the human asked for a fresh start",
+                        "confirmation": "REBUILD"})]),
+                    Reply([Text(A_REBUILD_DONE)])],
+        P_AFTER: [Reply([Text(A_AFTER)])],
+        P_BACK: [Reply([Text(A_BACK)])],
+        P_OLD: [Reply([Text(A_OLD)])],
+    })
+
+
+# -- the stage ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Stage:
+    root: Path
+    api: StandinAPI
+    env: ClaudeEnv
+    tui: TmuxClaude
+    config: Config
+    config_path: Path
+
+    def cli(self, *args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[str]:
+        return procs.run_cli(self.config_path, *args, stdin=stdin)
+
+    def pane(self) -> tuple[str, int]:
+        return procs.pane(self.tui.socket, self.tui.target)
+
+    def registry_session(self) -> str | None:
+        """The session id in Claude Code's own registry entry for the pane's process."""
+        path = self.env.config_dir / "sessions" / f"{self.pane()[1]}.json"
+        try:
+            data = orjson.loads(path.read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            return None
+        session = data.get("sessionId") if isinstance(data, dict) else None
+        return session if isinstance(session, str) else None
+
+    def requests_with(self, prompt: str) -> list[dict[str, Any]]:
+        """The requests whose last user message holds PROMPT."""
+        found = []
+        for body in self.api.message_bodies():
+            users = [m for m in body.get("messages") or [] if m.get("role") == "user"]
+            if users and prompt in orjson.dumps(users[-1]["content"]).decode():
+                found.append(body)
+        return found
+
+    def tool_listed(self, name: str) -> bool:
+        """Whether Claude Code has told the model about tool NAME (MCP tools are announced in
+        a deferred-tools reminder once their server is connected)."""
+        return any(name in orjson.dumps(body).decode() for body in self.api.message_bodies())
+
+    def submit(self, prompt: str) -> None:
+        self.tui.wait_for("❯", timeout=60)
+        self.tui.submit(prompt)
+
+    def turn(self, prompt: str, answer: str, timeout: float = 60) -> None:
+        """Type PROMPT and wait until Claude Code has written the reply holding ANSWER and run
+        its Stop hooks (it writes `stop_hook_summary` after them)."""
+        session = wait_until(self.registry_session, timeout, what="Claude Code to register")
+        transcript = self.env.session_path(session)
+        before = _read(transcript).count(STOP_SUMMARY)
+
+        def done() -> bool:
+            data = _read(transcript)
+            return answer.encode() in data and data.count(STOP_SUMMARY) > before
+
+        self.submit(prompt)
+        wait_until(done, timeout, what=f"the reply {answer!r} and the Stop hook")
+
+    def wait_ready(self, session_id: str, timeout: float = 60) -> None:
+        """Wait until the pane's Claude Code runs SESSION_ID and shows its prompt."""
+        wait_until(lambda: self.registry_session() == session_id, timeout,
+                   what=f"the pane to run session {session_id}")
+        self.tui.wait_for("❯", timeout=timeout)
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return b""
+
+
+@contextlib.contextmanager
+def stage(root: Path, **config_overrides: Any) -> Iterator[Stage]:
+    """Everything up, Claude Code's prompt on screen; everything stopped and killed afterwards.
+
+    ROOT (an empty directory in the temp dir) holds the Claude Code state, the config, the state
+    dir and the daemon's stderr.
+    """
+    with contextlib.ExitStack() as stack:
+        api = stack.enter_context(StandinAPI(responder()))
+        config_path = root / "kael.toml"
+        hook = shlex.join([str(procs.CLI), "--config", str(config_path), "hook-stop"])
+        env = make_claude_env(
+            root / "claude", api.url, allow=(*DEFAULT_ALLOW, f"mcp__{SERVER_NAME}"),
+            mcp_servers={SERVER_NAME: {"type": "stdio", "command": str(procs.MCP),
+                                       "args": ["--config", str(config_path)]}},
+            settings={"hooks": {"Stop": [{"hooks": [
+                {"type": "command", "command": hook, "timeout": 10}]}]}})
+        tui = TmuxClaude(env)
+        # TmuxClaude starts the tmux server with the isolated environment (CLAUDE_CONFIG_DIR,
+        # HOME, the stand-in API): it is the server's global environment, which respawn-pane
+        # hands on, so the resume command needs nothing more.
+        config = procs.write_config(config_path, {
+            "project_dir": env.project_dir, "claude_workdir": env.cwd,
+            "claude_config_dir": env.config_dir, "state_dir": root / "state",
+            "activation": "tmux", "tmux_socket": tui.socket, "tmux_target": tui.target,
+            "resume_command": [str(find_claude_binary()), "--resume", "{session_id}"],
+            **config_overrides})
+        stack.enter_context(procs.daemon(config_path, root / "daemon.stderr"))
+        stack.enter_context(tui)
+        tui.wait_for("❯", timeout=60)
+        yield Stage(root, api, env, tui, config, config_path)
