@@ -11,9 +11,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from .defaults import CONFIG_ENV, DEFAULT_STATE_DIR
 from .errors import ConfigError
-
-CONFIG_ENV = "KAEL_REBUILD_CONFIG"
 
 DEFAULT_POISON_PATTERN = (
     r"(AUP|Acceptable Use|policy violation|policy blocked|refusal loop|毒上下文|中毒|拒绝循环)"
@@ -49,7 +48,7 @@ class Config(BaseModel):
     project_dir: Path
     claude_workdir: Path | None = None
     claude_config_dir: Path | None = None
-    state_dir: Path = Path("~/.local/state/kael-thread-rebuild")
+    state_dir: Path = Path(DEFAULT_STATE_DIR)
 
     activation: Activation = Activation.tmux
     tmux_target: str = "cc:0.0"

@@ -7,15 +7,15 @@ import sys
 from collections.abc import Sequence
 
 from .. import __version__
-from ..config import CONFIG_ENV, load_config
-from ..errors import KaelError
-from . import doctor_command, engine_commands, operation_commands
+from ..defaults import CONFIG_ENV
 
 PROG = "kael-thread-rebuild"
 EXIT_CODES = "exit codes: 0 ok, 1 refused or failed (with the reason), 2 usage or config error"
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from . import doctor_command, engine_commands, operation_commands
+
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--config", metavar="PATH", default=argparse.SUPPRESS,
                         help=f"the instance's TOML config (default: ${CONFIG_ENV})")
@@ -35,7 +35,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    if "hook-stop" in words and not {"-h", "--help"} & set(words):
+        from .hook import run
+
+        return run(words)
+    # Imported here, not at the top: `hook-stop` above must not pay for them.
+    from ..config import load_config
+    from ..errors import KaelError
+
+    args = build_parser().parse_args(words)
     args.json = getattr(args, "json", False)
     try:
         config = load_config(getattr(args, "config", None))

@@ -20,8 +20,9 @@ from mcp_types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 from .. import __version__
-from ..config import CONFIG_ENV, Config, load_config
+from ..config import Config, load_config
 from ..conversation.dirty import DirtyReport
+from ..defaults import CONFIG_ENV
 from ..doctor import MCP_COMMAND, SERVER_NAME, DoctorReport, run_doctor
 from ..errors import ConfigError, KaelError
 from ..operations import service

@@ -30,6 +30,7 @@ from .model import (
     check_transition,
     utcnow,
 )
+from .statuses import record_files, statuses
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
@@ -97,14 +98,8 @@ class OperationStore:
         Reads only the `status` of each record first, so that the Stop hook stays fast with a
         long history.
         """
-        found = []
-        for path in self._record_files():
-            try:
-                status = orjson.loads(path.read_bytes()).get("status")
-            except (OSError, orjson.JSONDecodeError, AttributeError):
-                status = None  # load() below reports it properly
-            if status not in SETTLED:
-                found.append(self.load(path.stem))
+        found = [self.load(path.stem) for path, status in statuses(self.operations_dir)
+                 if status not in SETTLED]  # an unreadable record: load() reports it
         return sorted(found, key=lambda op: (op.created_at, op.operation_id))
 
     def active(self) -> Operation | None:
@@ -117,7 +112,7 @@ class OperationStore:
         return ops[-1] if ops else None
 
     def _record_files(self) -> list[Path]:
-        return [p for p in self.operations_dir.glob("*.json") if not p.name.startswith(".")]
+        return record_files(self.operations_dir)
 
     # -- writing (always under the lock) -------------------------------------------------------
 
