@@ -16,13 +16,16 @@ from pathlib import Path
 import pytest
 
 from kael_thread_rebuild.config import Config
+from kael_thread_rebuild.switching.dbus import bus_address, socket_path
 from kael_thread_rebuild.switching.pointer import PointerBase
+from kael_thread_rebuild.switching.systemd import SystemdBase
 from kael_thread_rebuild.switching.tmux import TmuxBase
 
 MARK = "DO-NOT-CREATE"
 #: Socket names of tests/support's tmux helper.
 TEST_SOCKET_PREFIX = "kael-test-"
-GUARDED_BASES: tuple[type[TmuxBase] | type[PointerBase], ...] = (TmuxBase, PointerBase)
+GUARDED_BASES: tuple[type[TmuxBase] | type[PointerBase] | type[SystemdBase], ...] = (
+    TmuxBase, PointerBase, SystemdBase)
 
 
 class UnsafeTarget(AssertionError):
@@ -87,13 +90,25 @@ def assert_safe_target(config: Config) -> None:
         raise UnsafeTarget("unsafe test config: " + "; ".join(problems))
 
 
+def bus_problem(config: Config) -> str | None:
+    """A systemd base may only talk to a bus whose socket a test made in the temp dir."""
+    path = socket_path(bus_address(config.systemd_bus))
+    if path.startswith("\0") or not _inside(Path(path), _temp_root()):
+        return f"the {config.systemd_bus.value} bus socket {path!r} is outside the temp dir"
+    return None
+
+
 def install_guard(monkeypatch: pytest.MonkeyPatch) -> None:
     """Make every switching base built while the fixture lasts check its config first."""
     for cls in GUARDED_BASES:
         original = cls.__init__
 
-        def checked(self: object, config: Config, _original: object = original) -> None:
+        def checked(self: object, config: Config, _original: object = original,
+                    _cls: type = cls, **kwargs: object) -> None:
             assert_safe_target(config)
-            _original(self, config)  # type: ignore[operator]
+            problem = bus_problem(config) if _cls is SystemdBase else None
+            if problem:
+                raise UnsafeTarget(f"unsafe test config: {problem}")
+            _original(self, config, **kwargs)  # type: ignore[operator]
 
         monkeypatch.setattr(cls, "__init__", checked)

@@ -2,9 +2,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
-from kael_thread_rebuild.errors import KaelError
 from kael_thread_rebuild.switching.factory import make_base
 from kael_thread_rebuild.switching.pointer import PointerBase
 from kael_thread_rebuild.switching.tmux import TmuxBase
@@ -16,8 +13,3 @@ def test_each_activation_gets_its_base(tmp_path: Path) -> None:
     assert isinstance(make_base(safe_config(tmp_path, activation="pointer")), PointerBase)
 
 
-def test_systemd_is_refused_clearly_for_now(tmp_path: Path) -> None:
-    config = safe_config(tmp_path, activation="systemd",
-                         systemd_unit="kael-DO-NOT-CREATE.service")
-    with pytest.raises(KaelError, match=r"^activation 'systemd' is not available yet"):
-        make_base(config)

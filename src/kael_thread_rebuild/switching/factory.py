@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import assert_never
+
 from ..config import Activation, Config
-from ..errors import Refused
 from .base import SwitchBase
 from .pointer import PointerBase
+from .systemd import SystemdBase
 from .tmux import TmuxBase
 
 
@@ -14,5 +16,6 @@ def make_base(config: Config) -> SwitchBase:
         return TmuxBase(config)
     if config.activation is Activation.pointer:
         return PointerBase(config)
-    raise Refused(f"activation {config.activation.value!r} is not available yet in this version; "
-                  "use 'tmux' or 'pointer'")
+    if config.activation is Activation.systemd:
+        return SystemdBase(config)
+    assert_never(config.activation)

@@ -41,9 +41,17 @@ def session_in(content: bytes) -> str | None:
     return text if _SESSION_ID.fullmatch(text) else None
 
 
-def read_pointer(path: Path) -> bytes:
-    if path.is_symlink():
+def _refuse_symlink(path: Path) -> None:
+    try:
+        linked = path.is_symlink()
+    except OSError as exc:  # a parent dir that cannot be searched
+        raise PointerError(f"pointer file {path} cannot be reached: {exc.strerror}") from None
+    if linked:
         raise PointerError(f"pointer file {path} is a symlink; configure the real file's path")
+
+
+def read_pointer(path: Path) -> bytes:
+    _refuse_symlink(path)
     try:
         return path.read_bytes()
     except FileNotFoundError:
@@ -55,12 +63,13 @@ def read_pointer(path: Path) -> bytes:
 def write_pointer(path: Path, session_id: str) -> None:
     if _SESSION_ID.fullmatch(session_id) is None:
         raise Refused(f"refusing to write {session_id!r} to the pointer file: not a session id")
-    if path.is_symlink():
-        raise PointerError(f"pointer file {path} is a symlink; configure the real file's path")
+    _refuse_symlink(path)
     try:
         mode = stat.S_IMODE(path.stat().st_mode)
     except FileNotFoundError:
         mode = NEW_POINTER_MODE
+    except OSError as exc:
+        raise PointerError(f"pointer file {path} cannot be read: {exc.strerror}") from None
     try:
         atomic_write_text(path, f"{session_id}\n", mode)
     except OSError as exc:

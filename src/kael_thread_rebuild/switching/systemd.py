@@ -1,0 +1,136 @@
+"""The systemd base: Claude Code runs in a service unit whose start script reads the session id
+from a pointer file (`examples/systemd/`); switching rewrites the pointer atomically and restarts
+the unit over D-Bus, waiting for the restart job's result.
+
+Identity is the unit's `MainPID` with its `ActiveState` and `InvocationID` (new on every start, so
+a restart behind the engine's back shows even if a pid is reused). The running session comes
+from Claude Code's registry (`<claude config dir>/sessions/<pid>.json`) for a process in the
+unit's control group, as systemd lists it: that works from another pid namespace (the appliance
+container), where `/proc` shows none of the unit's processes. Without `claude_config_dir` the
+pointer's content is the best available answer (what the running process was started with, as
+long as nobody else writes the pointer).
+
+The engine must run outside the unit's control group (the appliance's daemon container): a
+restart kills every process in it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from ..config import Config
+from ..errors import Refused
+from . import registry
+from .base import Identity
+from .dbus import BusUnreachable, SystemdManager, UnitNotFound, UnitState, bus_address
+from .pointer import PointerError, read_pointer, session_in, write_pointer
+
+#: Longer than systemd's default stop timeout (90 s) plus a start.
+RESTART_TIMEOUT_SECONDS = 120.0
+
+_OTHER_UNIT_TYPES = frozenset({"socket", "target", "device", "mount", "automount", "swap", "timer",
+                               "path", "slice", "scope"})
+
+
+def service_name(unit: str) -> str:
+    """UNIT as systemd's D-Bus API needs it: `.service` appended when no unit type is given, as
+    systemctl does; other unit types are refused (only a service has a main process)."""
+    suffix = unit.rpartition(".")[2] if "." in unit else ""
+    if suffix == "service":
+        return unit
+    if suffix in _OTHER_UNIT_TYPES:
+        raise Refused(f"systemd_unit {unit!r} is a {suffix} unit; the systemd base restarts a "
+                      "service unit")
+    return f"{unit}.service"
+
+
+def entry_in_unit(claude_config_dir: Path, main_pid: int,
+                  pids: Iterable[int]) -> registry.RegistryEntry | None:
+    """The registry entry of the unit's Claude Code: MainPID's own, else the earliest started of
+    the unit's other processes (a pty wrapper such as script(1) runs Claude as its child; a later
+    entry can be a `claude -p` that Claude itself started)."""
+    in_unit = set(pids)
+    entries = [entry for entry in registry.read_entries(claude_config_dir)
+               if entry.pid in in_unit and _same_process(entry)]
+    own = next((entry for entry in entries if entry.pid == main_pid), None)
+    if own is not None:
+        return own
+    return min(entries, key=lambda e: (e.started_at is None, e.started_at or 0, e.pid),
+               default=None)
+
+
+def _same_process(entry: registry.RegistryEntry) -> bool:
+    """Whether an entry whose pid is in the unit names the process that has that pid now: the
+    start time can only be compared from the same pid namespace; otherwise systemd listing the
+    pid in the unit is the proof."""
+    if entry.proc_start is None or entry.pid_domain is None:
+        return True
+    if entry.pid_domain != registry.pid_domain():
+        return True
+    return registry.proc_start(entry.pid) == entry.proc_start
+
+
+class SystemdBase:
+    name = "systemd"
+
+    def __init__(self, config: Config, *,
+                 restart_timeout: float = RESTART_TIMEOUT_SECONDS) -> None:
+        if not config.systemd_unit:
+            raise Refused("the systemd base needs systemd_unit in the config")
+        if config.resume_pointer_path is None:
+            raise Refused("the systemd base needs resume_pointer_path in the config "
+                          "(the file the unit's start script reads)")
+        self.unit = service_name(config.systemd_unit)
+        self.pointer = config.resume_pointer_path
+        self.claude_config_dir = config.claude_config_dir
+        self.restart_timeout = restart_timeout
+        self.address = bus_address(config.systemd_bus)
+        self.bus_label = f"the {config.systemd_bus.value} bus ({self.address})"
+
+    def _manager(self) -> SystemdManager:
+        return SystemdManager(self.address, self.bus_label)
+
+    def state(self) -> UnitState:
+        with self._manager() as manager:
+            return manager.unit_state(self.unit)
+
+    def identity(self) -> Identity:
+        with self._manager() as manager:
+            state = manager.unit_state(self.unit)
+            session = self._session(manager, state)
+        return Identity(base=self.name,
+                        token={"unit": self.unit, "main_pid": str(state.main_pid),
+                               "active_state": state.active_state,
+                               "invocation_id": state.invocation_id},
+                        running_session_id=session)
+
+    def alive(self) -> bool:
+        try:
+            return self.state().running
+        except (BusUnreachable, UnitNotFound):
+            return False
+
+    def switch_to(self, session_id: str) -> list[str]:
+        with self._manager() as manager:
+            manager.unit_path(self.unit)  # no pointer change for a unit that cannot restart
+            write_pointer(self.pointer, session_id)
+            manager.restart(self.unit, self.restart_timeout)
+        return [session_id]
+
+    def running_session(self) -> str | None:
+        with self._manager() as manager:
+            return self._session(manager, manager.unit_state(self.unit))
+
+    def _session(self, manager: SystemdManager, state: UnitState) -> str | None:
+        if not state.running:
+            return None
+        config_dir = self.claude_config_dir
+        if config_dir is None:
+            try:
+                return session_in(read_pointer(self.pointer))
+            except PointerError:
+                return None
+        pids = [process.pid for process in manager.unit_processes(self.unit)]
+        entry = entry_in_unit(config_dir, state.main_pid, pids)
+        return entry.session_id if entry else None
