@@ -189,6 +189,25 @@ def test_blocked_plan(config: Config, store: OperationStore, base: HarnessBase,
     assert leftovers(config.project_dir, config.state_dir) == []
 
 
+@pytest.mark.parametrize(("settings", "reason"), [
+    ({"poison_pattern": "kingfisher|answer", "poison_threshold": 2}, "poisoned context: "),
+    ({"carry_max_tokens": 5000, "carry_overflow": "block"}, "over budget: "),
+])
+def test_poisoned_or_over_budget_plan_is_refused(settings: dict[str, object], reason: str,
+                                                 config: Config, store: OperationStore,
+                                                 base: HarnessBase, source: Path) -> None:
+    if "carry_max_tokens" in settings:
+        settings = {**settings, "token_divisor": 0.01}  # the small conversation weighs a lot
+    config = Config.model_validate({**config.model_dump(), **settings})
+    before = source.read_bytes()
+    op = run(config, store, base, scheduled(config, base))
+    assert op.status is S.failed and not op.session_conflict
+    assert op.error.startswith(f"the plan is blocked: {reason}"), op.error
+    assert op.new_session_id is None and base.switches() == []
+    assert base.pointer() == SESSION and source.read_bytes() == before
+    assert leftovers(config.project_dir, config.state_dir) == []
+
+
 def test_failed_verification_removes_the_candidate(config: Config, store: OperationStore,
                                                    base: HarnessBase, source: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
