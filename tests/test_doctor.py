@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from kael_thread_rebuild.config import Config
+from kael_thread_rebuild.daemon import worker_lock
 from kael_thread_rebuild.doctor import (
     CHECKS,
     Check,
@@ -273,15 +274,31 @@ def test_stuck_operation(make_config: ConfigFactory, layout: Layout) -> None:
     op = service.request(config, "tidy up", "REBUILD")
     assert by_name(run_doctor(config))["operations"].ok
     later = utcnow() + timedelta(hours=3)
-    check = by_name(run_doctor(config, now=later))["operations"]
-    assert not check.ok
-    assert f"{op.operation_id} has been pending for 3 h" in check.detail
-    assert f"--operation {op.operation_id} --confirm CANCEL" in check.fix
+    daemon = worker_lock(config)  # a running daemon drives operations: doctor only reports
+    try:
+        check = by_name(run_doctor(config, now=later))["operations"]
+        assert not check.ok
+        assert f"{op.operation_id} has been pending for 3 h" in check.detail
+        assert f"--operation {op.operation_id} --confirm CANCEL" in check.fix
 
-    store = OperationStore(config.state_dir)
-    store.transition(op.operation_id, service.S.scheduled, "test")
-    check = by_name(run_doctor(config, now=later))["operations"]
-    assert not check.ok and "serve" in check.fix
+        store = OperationStore(config.state_dir)
+        store.transition(op.operation_id, service.S.scheduled, "test")
+        check = by_name(run_doctor(config, now=later))["operations"]
+        assert not check.ok and "serve" in check.fix
+    finally:
+        daemon.release()
+
+
+def test_doctor_recovers_stuck_operations_when_no_daemon_runs(make_config: ConfigFactory,
+                                                              layout: Layout) -> None:
+    config = make_config(**layout.settings())
+    op = service.request(config, "tidy up", "REBUILD")
+    OperationStore(config.state_dir).transition(op.operation_id, service.S.scheduled, "test")
+    check = by_name(run_doctor(config, now=utcnow() + timedelta(hours=3)))["operations"]
+    assert check.ok and f"recovered {op.operation_id} -> failed" in check.detail
+    settled = service.status(config, op.operation_id)
+    assert settled is not None and settled.status is service.S.failed
+    assert settled.error.startswith("interrupted before switching")
 
 
 def test_state_dir_mode(make_config: ConfigFactory, tmp_path: Path) -> None:

@@ -181,6 +181,19 @@ class _Daemon:
             self.stop.event.wait(self.config.poll_interval_seconds)
 
 
+def worker_lock(config: Config) -> FileLock:
+    """Take the lock that makes this process the only worker of the state dir, or raise
+    DaemonBusy. Held by the daemon for its lifetime, and by doctor while it recovers."""
+    lock_path = config.state_dir / LOCK_NAME
+    lock = FileLock(lock_path, mode=FILE_MODE)
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        raise DaemonBusy(f"another daemon already serves state dir {config.state_dir} "
+                         f"(it holds {lock_path})") from None
+    return lock
+
+
 def serve(config: Config, *, once: bool = False,
           stop_event: threading.Event | None = None) -> None:
     """Recover, then run ready operations until stopped (after one pass with ONCE).
@@ -189,13 +202,7 @@ def serve(config: Config, *, once: bool = False,
     base cannot be built.
     """
     store = OperationStore(config.state_dir)
-    lock_path = config.state_dir / LOCK_NAME
-    lock = FileLock(lock_path, mode=FILE_MODE)
-    try:
-        lock.acquire(timeout=0)
-    except Timeout:
-        raise DaemonBusy(f"another daemon already serves state dir {config.state_dir} "
-                         f"(it holds {lock_path})") from None
+    lock = worker_lock(config)
     stop = _StopRequest(stop_event or threading.Event())
     try:
         daemon = _Daemon(config, store, make_base(config), stop)

@@ -473,7 +473,30 @@ def check_operations(facts: Facts) -> Check:
         current = f"; {unsettled[-1].operation_id} is {unsettled[-1].status.value}" \
             if unsettled else ""
         return _ok(name, f"none stuck{current}")
+    recovered = _recover_without_daemon(facts, store)
+    if recovered:
+        return _ok(name, "no daemon was running; recovered " + "; ".join(
+            f"{op.operation_id} -> {op.status.value}" + (f" ({op.error})" if op.error else "")
+            for op in recovered))
     return _fail(name, "; ".join(_stuck_line(op, facts.now) for op in stuck), _stuck_fix(stuck[0]))
+
+
+def _recover_without_daemon(facts: Facts, store: OperationStore) -> list[Operation]:
+    """With no daemon running, do what a daemon start does: settle every unfinished operation,
+    recording the truth. The only write doctor ever makes, and only when nothing else can."""
+    from .daemon import DaemonBusy, worker_lock
+    from .operations.worker import recover
+
+    try:
+        lock = worker_lock(facts.config)
+    except DaemonBusy:
+        return []  # the daemon is alive: it is the one to drive them
+    try:
+        return recover(facts.config, store, make_base(facts.config))
+    except KaelError:
+        return []
+    finally:
+        lock.release()
 
 
 def _stuck_line(op: Operation, now: datetime) -> str:
