@@ -1,4 +1,5 @@
-"""The switching base a config asks for."""
+"""The switching base a config asks for (each imported only when asked: the Stop hook pays for
+one base, not three)."""
 
 from __future__ import annotations
 
@@ -6,16 +7,19 @@ from typing import assert_never
 
 from ..config import Activation, Config
 from .base import SwitchBase
-from .pointer import PointerBase
-from .systemd import SystemdBase
-from .tmux import TmuxBase
 
 
 def make_base(config: Config) -> SwitchBase:
     if config.activation is Activation.tmux:
+        from .tmux import TmuxBase
+
         return TmuxBase(config)
     if config.activation is Activation.pointer:
+        from .pointer import PointerBase
+
         return PointerBase(config)
     if config.activation is Activation.systemd:
+        from .systemd import SystemdBase
+
         return SystemdBase(config)
     assert_never(config.activation)
