@@ -11,13 +11,12 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .defaults import CONFIG_ENV, DEFAULT_STATE_DIR
+from .defaults import CONFIG_ENV, DEFAULT_SPEECH_TOOLS, DEFAULT_STATE_DIR
 from .errors import ConfigError
 
 DEFAULT_POISON_PATTERN = (
     r"(AUP|Acceptable Use|policy violation|policy blocked|refusal loop|毒上下文|中毒|拒绝循环)"
 )
-DEFAULT_SPEECH_TOOLS = ["mcp__*companion*__reply", "mcp__*telegram*__reply"]
 
 
 class Activation(StrEnum):

@@ -5,9 +5,12 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .config import Config
 from .errors import InputError, Refused, UsageError
+
+if TYPE_CHECKING:
+    from .config import Config
 
 MANIFEST_SUFFIX = ".manifest.json"
 _NON_ALNUM = re.compile(r"[^a-zA-Z0-9]")
@@ -54,7 +57,12 @@ def transcripts(project_dir: Path) -> list[Path]:
 
 def resolve_transcript(config: Config, path: str | os.PathLike[str] | None) -> Path:
     """The transcript to read: PATH checked against project_dir, or the newest one there."""
-    project = config.project_dir
+    return locate_transcript(config.project_dir, path)
+
+
+def locate_transcript(project: Path, path: str | os.PathLike[str] | None) -> Path:
+    """PATH checked against PROJECT (inside it, symlinks resolved, a regular file), or the
+    newest transcript in PROJECT that is not a candidate."""
     if not project.is_dir():
         raise UsageError(f"project_dir {project} does not exist or is not a directory")
     if path is None:

@@ -13,7 +13,7 @@ from .conversation.branch import active_branch
 from .conversation.budget import apply_budget
 from .conversation.dirty import DirtyReport, dirty_report, poison_score
 from .conversation.records import Origin
-from .conversation.scan import scan
+from .conversation.scan import SecondHalf, scan
 from .conversation.snapshot import Snapshot, find_snapshot
 from .conversation.texts import read_texts
 from .conversation.tokens import estimate_tokens
@@ -79,12 +79,14 @@ class Plan:
         return read_texts(self.source_path, wanted, self.speech_tool_pattern)
 
 
-def build_plan(config: Config, path: Path, *, parallel: bool | None = None) -> Plan:
+def build_plan(config: Config, path: Path, *, parallel: bool | None = None,
+               started: SecondHalf | None = None) -> Plan:
     """One streaming pass over PATH, then the branch walk, turns, snapshot, budget and checks.
 
-    PARALLEL: None lets a large file be read by two processes when that is safe.
+    PARALLEL: None lets a large file be read by two processes when that is safe. STARTED: a
+    child already reading PATH's second part (see `interfaces.prestart`).
     """
-    scanned = scan(path, config.speech_tool_pattern, parallel=parallel)
+    scanned = scan(path, config.speech_tool_pattern, parallel=parallel, started=started)
     classifier, tally, stats = scanned.read, scanned.tally, scanned.stats
     if stats.bytes_read == 0:
         raise InputError(f"transcript {path} is empty")

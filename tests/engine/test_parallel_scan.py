@@ -76,3 +76,34 @@ def test_no_fork_while_other_threads_run(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setattr(scan_module.threading, "active_count", lambda: 1)
     assert scan_module._can_fork(1 << 40, None) == ((scan_module.os.cpu_count() or 1) >= 2)
     assert not scan_module._can_fork(1 << 40, False)
+
+
+def test_cli_starts_reading_before_the_engine_is_imported(
+        make_config: ConfigFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kael_thread_rebuild.interfaces import prestart as prestart_module
+
+    config = make_config()
+    b = _busy_session()
+    path = b.write(config.project_dir / f"{b.session_id}.jsonl")
+    config_file = tmp_path / "c.toml"
+    config_file.write_text(f'project_dir = "{config.project_dir}"\n')
+    monkeypatch.setattr(scan_module, "PARALLEL_MIN_BYTES", 0)
+    started = prestart_module.prestart(["--config", str(config_file), "plan"])
+    assert started is not None and started.path == path.resolve()
+    assert 0 < started.start < started.size
+    plan = build_plan(config, path, started=started)
+    assert started.finished
+    assert plan.report == build_plan(config, path, parallel=False).report
+
+    other = prestart_module.prestart(["--config", str(config_file), "plan"])
+    assert other is not None
+    changed = make_config(speech_tool_pattern=["mcp__other__say"])
+    assert build_plan(changed, path, started=other).report == build_plan(
+        changed, path, parallel=False).report  # a child read with other patterns is not used
+    assert other.finished
+
+    outside = tmp_path / "outside.jsonl"
+    outside.write_bytes(path.read_bytes())
+    assert prestart_module.prestart(
+        ["--config", str(config_file), "plan", "--transcript", str(outside)]) is None
+    assert prestart_module.prestart(["--config", str(config_file), "status"]) is None

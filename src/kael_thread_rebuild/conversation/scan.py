@@ -8,8 +8,10 @@ the scan started: a record appended meanwhile belongs to the next scan.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
+import signal
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -44,9 +46,9 @@ def _classify_range(handle: BinaryIO, start: int, length: int,
     return read, tally, stats
 
 
-def _split_point(handle: BinaryIO, size: int) -> int | None:
-    """The offset just after the first newline at or past the middle, if there is one."""
-    middle = size // 2
+def _split_point(handle: BinaryIO, size: int, fraction: float = 0.5) -> int | None:
+    """The offset just after the first newline at or past FRACTION of the file, if any."""
+    middle = int(size * fraction)
     handle.seek(middle)
     probe = handle.read(SPLIT_PROBE_BYTES)
     while probe:
@@ -100,31 +102,90 @@ def _second_half(path: Path, fd: int, start: int, size: int,
     return pid, reader
 
 
-def scan(path: Path, speech_tool_patterns: Iterable[str], *,
-         parallel: bool | None = None) -> Scan:
-    speech_tools = SpeechToolMatcher(speech_tool_patterns)
+@dataclass(slots=True)
+class SecondHalf:
+    """A forked child classifying [start, size) of an open file, joined by `scan`."""
+
+    path: Path
+    patterns: tuple[str, ...]
+    handle: BinaryIO
+    size: int
+    start: int
+    pid: int
+    reader: int
+    finished: bool = False
+
+    def collect(self) -> tuple[Classifier, dict[str, int], ReadStats]:
+        payload = _read_child(self.reader)
+        os.waitpid(self.pid, 0)
+        self.finished = True
+        later = pickle.loads(payload)
+        if isinstance(later, BaseException):
+            raise InputError(f"cannot read {self.path}: {later}")
+        result: tuple[Classifier, dict[str, int], ReadStats] = later
+        return result
+
+    def cancel(self) -> None:
+        """Stop the child and let go of the file (the plan was not made after all)."""
+        if self.finished:
+            return
+        self.finished = True
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(self.pid, 0)
+        with contextlib.suppress(OSError):
+            os.close(self.reader)
+        self.handle.close()
+
+
+def start_second_half(path: Path, patterns: Iterable[str], *, parallel: bool | None = None,
+                      fraction: float = 0.5) -> SecondHalf | None:
+    """Fork a child for the part of PATH after FRACTION, when the file is large enough and
+    forking is safe; None otherwise (or when the file cannot be opened: `scan` reports it)."""
     try:
         handle = path.open("rb", buffering=READ_BUFFER)
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except OSError:
+        return None
+    size = os.fstat(handle.fileno()).st_size
+    split = _split_point(handle, size, fraction) if _can_fork(size, parallel) else None
+    if split is None:
+        handle.close()
+        return None
+    words = tuple(patterns)
+    pid, reader = _second_half(path, handle.fileno(), split, size, SpeechToolMatcher(words))
+    return SecondHalf(path.resolve(), words, handle, size, split, pid, reader)
+
+
+def scan(path: Path, speech_tool_patterns: Iterable[str], *, parallel: bool | None = None,
+         started: SecondHalf | None = None) -> Scan:
+    """Classify every record of PATH. STARTED: a child already reading PATH's second part
+    with the same speech-tool patterns (see `interfaces.prestart`); any other is cancelled."""
+    patterns = tuple(speech_tool_patterns)
+    if started is not None and (started.path != path.resolve() or started.patterns != patterns):
+        started.cancel()
+        started = None
+    if started is None and parallel is not False:
+        started = start_second_half(path, patterns, parallel=parallel)
+    if started is not None:
+        handle, size, split = started.handle, started.size, started.start
+    else:
+        try:
+            handle = path.open("rb", buffering=READ_BUFFER)
+        except OSError as exc:
+            raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+        size, split = os.fstat(handle.fileno()).st_size, None
+    speech_tools = SpeechToolMatcher(patterns)
     with handle:
-        size = os.fstat(handle.fileno()).st_size
-        split = _split_point(handle, size) if _can_fork(size, parallel) else None
-        child = (_second_half(path, handle.fileno(), split, size, speech_tools)
-                 if split else None)
         digest = FileDigest(handle.fileno(), size)
         try:
             read, tally, stats = _classify_range(handle, 0, split or size, speech_tools)
         except OSError as exc:
+            if started is not None:
+                started.cancel()
             raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
-        if child is not None:
-            pid, reader = child
-            payload = _read_child(reader)
-            os.waitpid(pid, 0)
-            later = pickle.loads(payload)
-            if isinstance(later, BaseException):
-                raise InputError(f"cannot read {path}: {later}")
-            later_read, later_tally, later_stats = later
+        if started is not None:
+            later_read, later_tally, later_stats = started.collect()
             read.absorb(later_read, stats.lines)
             for category, amount in later_tally.items():
                 tally[category] = tally.get(category, 0) + amount

@@ -5,9 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from .. import __version__
 from ..defaults import CONFIG_ENV
+
+if TYPE_CHECKING:
+    from ..conversation.scan import SecondHalf
 
 PROG = "kael-thread-rebuild"
 EXIT_CODES = "exit codes: 0 ok, 1 refused or failed (with the reason), 2 usage or config error"
@@ -40,11 +44,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .hook import run
 
         return run(words)
-    # Imported here, not at the top: `hook-stop` above must not pay for them.
+    from .prestart import prestart
+
+    started = prestart(words)
+    try:
+        return _run(words, started)
+    finally:
+        if started is not None:
+            started.cancel()
+
+
+def _run(words: list[str], started: SecondHalf | None) -> int:
+    # Imported here, not at the top: `hook-stop` and `prestart` must not wait for them.
     from ..config import load_config
     from ..errors import KaelError
 
     args = build_parser().parse_args(words)
+    args.started = started
     args.json = getattr(args, "json", False)
     try:
         config = load_config(getattr(args, "config", None))

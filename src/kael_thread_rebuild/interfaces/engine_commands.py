@@ -16,13 +16,15 @@ TRANSCRIPT_HELP = ("the transcript to read (inside project_dir); default: the ne
 
 
 def _plan(config: Config, args: argparse.Namespace) -> int:
-    plan = build_plan(config, resolve_transcript(config, args.transcript))
+    plan = build_plan(config, resolve_transcript(config, args.transcript),
+                      started=args.started)
     emit(plan.report, args.json)
     return 0
 
 
 def _dirty(config: Config, args: argparse.Namespace) -> int:
-    plan = build_plan(config, resolve_transcript(config, args.transcript))
+    plan = build_plan(config, resolve_transcript(config, args.transcript),
+                      started=args.started)
     emit(plan.report.dirty, args.json)
     return 0
 
@@ -33,7 +35,8 @@ def _candidate(config: Config, args: argparse.Namespace) -> int:
         raise UsageError(f"--output-dir {output_dir} does not exist or is not a directory")
     from ..candidate.writer import write_candidate  # only this command writes
 
-    plan = build_plan(config, resolve_transcript(config, args.transcript))
+    plan = build_plan(config, resolve_transcript(config, args.transcript),
+                      started=args.started)
     if plan.blocked:
         raise Refused(f"plan blocked: {plan.report.blocked_reason}")
     result = write_candidate(plan, output_dir, config)

@@ -1,0 +1,50 @@
+"""Start reading a large transcript before the engine is imported.
+
+`plan`, `dirty` and `candidate` spend about 0.2 s importing pydantic and building models before
+they can read a byte, while the second core waits. Here, with the standard library only, the
+command line's config and transcript are located by the same rules the engine applies
+(`paths.locate_transcript`: inside project_dir, symlinks resolved), and a child starts reading
+the later part of the file. The engine then validates everything properly; `scan` uses the child
+only if it read the same file with the same speech-tool patterns, and cancels it otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tomllib
+from collections.abc import Sequence
+from pathlib import Path
+
+from ..conversation.scan import SecondHalf, start_second_half
+from ..defaults import CONFIG_ENV, DEFAULT_SPEECH_TOOLS
+from ..errors import KaelError
+from ..paths import locate_transcript
+
+READING_COMMANDS = frozenset({"plan", "dirty", "candidate"})
+# The child starts ~0.2 s ahead, so it takes the larger part.
+CHILD_STARTS_AT = 0.4
+
+
+def prestart(words: Sequence[str]) -> SecondHalf | None:
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--config")
+    parser.add_argument("--transcript")
+    parser.add_argument("command", nargs="?")
+    try:
+        known, _ = parser.parse_known_args(words)
+    except SystemExit:
+        return None
+    config_path = known.config or os.environ.get(CONFIG_ENV)
+    if known.command not in READING_COMMANDS or not config_path:
+        return None
+    try:
+        data = tomllib.loads(Path(config_path).read_text(encoding="utf-8"))
+        project = Path(str(data["project_dir"])).expanduser()
+        patterns = data.get("speech_tool_pattern", list(DEFAULT_SPEECH_TOOLS))
+        if not project.is_absolute() or not isinstance(patterns, list):
+            return None
+        path = locate_transcript(project, known.transcript)
+    except (OSError, ValueError, KeyError, KaelError):
+        return None  # the engine reports it properly
+    return start_second_half(path, [str(p) for p in patterns], fraction=CHILD_STARTS_AT)
