@@ -1,0 +1,71 @@
+"""Filters of the kael-thread-rebuild installer (run on the control machine)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections.abc import Callable, Sequence
+from types import ModuleType
+from typing import Any
+
+from ansible.errors import AnsibleFilterError
+
+
+def _module_utils(name: str) -> ModuleType:
+    """The role's module_utils file NAME, which modules import as ansible.module_utils.NAME."""
+    path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "module_utils", name + ".py")
+    spec = importlib.util.spec_from_file_location(f"kael_filter_{name}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_cli = _module_utils("kael_claude_cli")
+
+
+def kael_resume_command(start: str | Sequence[str], shell: str = "/bin/sh") -> list[str]:
+    """The resume command for a start command given as an argv or as shell text."""
+    try:
+        if isinstance(start, str):
+            return list(_cli.resume_from_shell(start, shell).argv)
+        return list(_cli.resume_from_argv(list(start)).argv)
+    except _cli.StartCommandError as exc:
+        raise AnsibleFilterError(f"kael_resume_command: {exc}") from None
+
+
+def kael_mount_args(lines: Sequence[str], present: Sequence[str] = ()) -> dict[str, Any]:
+    """`docker run` volumes and environment from the lines of the image's `kael-mounts`:
+    `mount PATH MODE` and `ensure PATH MODE` always (the role creates a missing `ensure` path),
+    `optional PATH MODE` when PATH is in PRESENT, `env NAME=VALUE`."""
+    volumes: list[str] = []
+    env: dict[str, str] = {}
+    for line in lines:
+        kind, _, rest = line.partition("\t")
+        fields = rest.split("\t")
+        if kind in ("mount", "ensure") or (kind == "optional" and fields[0] in present):
+            volumes.append(f"{fields[0]}:{fields[0]}:{fields[1]}")
+        elif kind == "env":
+            name, _, value = fields[0].partition("=")
+            env[name] = value
+        elif kind not in ("instance", "state", "optional"):
+            raise AnsibleFilterError(f"kael_mount_args: unexpected line from kael-mounts: {line!r}")
+    return {"volumes": volumes, "env": env}
+
+
+def kael_doctor_failures(report: dict[str, Any], summary: bool = False) -> Any:
+    """The failing checks of a doctor report, one line each (name: detail; fix), or with
+    SUMMARY a count of the checks that passed and the names of those skipped."""
+    checks = report.get("checks", []) if isinstance(report, dict) else []
+    if summary:
+        skipped = [c["name"] for c in checks if c.get("skipped")]
+        passed = sum(1 for c in checks if c.get("ok") and not c.get("skipped"))
+        return f"{passed} ok, skipped: {', '.join(skipped) or 'none'}"
+    return [f"{c['name']}: {c.get('detail', '')}" + (f"; fix: {c['fix']}" if c.get("fix") else "")
+            for c in checks if not c.get("ok")]
+
+
+class FilterModule:
+    def filters(self) -> dict[str, Callable[..., Any]]:
+        return {"kael_resume_command": kael_resume_command, "kael_mount_args": kael_mount_args,
+                "kael_doctor_failures": kael_doctor_failures}

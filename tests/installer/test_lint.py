@@ -1,0 +1,55 @@
+"""The installer's lint: yamllint and ansible-lint (production profile) clean, every module's
+documentation readable, every role variable documented in its argument_specs."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.installer.conftest import REPO, ROLE, VENV_BIN, ansible_env
+
+ROLES = sorted(p.name for p in (REPO / "roles").iterdir() if p.is_dir())
+MODULES = sorted(p.stem for p in (ROLE / "library").glob("*.py"))
+
+
+def run(tmp_path: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, cwd=REPO, env=ansible_env(tmp_path), text=True,
+                          capture_output=True, timeout=600, check=False)
+
+
+def test_yamllint(tmp_path: Path) -> None:
+    proc = run(tmp_path, str(VENV_BIN / "yamllint"), "--strict", "roles", "playbooks",
+               "inventory", ".ansible-lint", ".yamllint")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_ansible_lint_production(tmp_path: Path) -> None:
+    proc = run(tmp_path, str(VENV_BIN / "ansible-lint"), "--profile", "production", "--nocolor",
+               "roles", "playbooks", "inventory")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_module_documentation(tmp_path: Path, module: str) -> None:
+    proc = run(tmp_path, str(VENV_BIN / "ansible-doc"), "-M", str(ROLE / "library"), "--json",
+               module)
+    assert proc.returncode == 0 and "ERROR" not in proc.stderr, proc.stderr
+    assert '"examples"' in proc.stdout and '"return"' in proc.stdout
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_every_default_is_documented(role: str) -> None:
+    root = REPO / "roles" / role
+    for part in ("defaults/main.yml", "tasks/main.yml", "handlers/main.yml", "meta/main.yml"):
+        assert (root / part).is_file(), f"{role} lacks {part}"
+    defaults = yaml.safe_load((root / "defaults" / "main.yml").read_text()) or {}
+    specs = yaml.safe_load((root / "meta" / "argument_specs.yml").read_text())
+    options = specs["argument_specs"]["main"]["options"]
+    assert set(defaults) <= set(options), set(defaults) - set(options)
+    for name, option in options.items():
+        assert option.get("description"), f"{role}: {name} is not described"
+        if name in defaults and "default" in option:
+            assert option["default"] == defaults[name], name

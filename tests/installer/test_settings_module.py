@@ -1,0 +1,244 @@
+"""claude_settings: our Stop hook and read-only permissions merged into real settings.json files
+without touching anything else, refused when unparsable, undone exactly."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.installer.conftest import FOREIGN_SETTINGS, RunModule
+
+HOOK = "/usr/local/bin/kael-hook --container kael-thread-rebuild-x --config /etc/k/x.toml " \
+       "--state-dir /var/lib/k/x"
+OURS = [f"mcp__kael-thread-rebuild__thread_rebuild_{t}" for t in ("doctor", "dirty", "plan",
+                                                                     "status")]
+PROMPTING = [f"mcp__kael-thread-rebuild__thread_rebuild_{t}"
+             for t in ("request", "cancel", "rollback_request")]
+ENTRY = {"type": "command", "command": HOOK, "timeout": 10}
+EVERY_EVENT = {
+    "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "a"}]},
+                   {"matcher": "Edit|Write", "hooks": [{"type": "command", "command": "b"}]}],
+    "PostToolUse": [{"matcher": "*", "hooks": [{"type": "command", "command": "c"}]}],
+    "Notification": [{"hooks": [{"type": "command", "command": "d"}]}],
+    "UserPromptSubmit": [{"hooks": [{"type": "command", "command": "e", "timeout": 3}]}],
+    "Stop": [{"hooks": [{"type": "command", "command": "f"}]}],
+    "SubagentStop": [{"hooks": [{"type": "command", "command": "g"}]}],
+    "PreCompact": [{"matcher": "auto", "hooks": [{"type": "command", "command": "h"}]}],
+    "SessionStart": [{"matcher": "startup", "hooks": [{"type": "command", "command": "i"}]}],
+    "SessionEnd": [{"hooks": [{"type": "command", "command": "j"}]}],
+}
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Path:
+    return tmp_path / "claude" / "settings.json"
+
+
+def write(path: Path, content: str | dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(content if isinstance(content, str) else json.dumps(content, indent=2))
+
+
+def merge(run_module: RunModule, path: Path, **extra: Any) -> dict[str, Any]:
+    return run_module("claude_settings", {"path": str(path), "hook_command": HOOK,
+                                          "backup_dir": str(path.parent.parent / "backups"),
+                                          **extra})
+
+
+def stop_commands(data: dict[str, Any]) -> list[str]:
+    return [h["command"] for g in data["hooks"]["Stop"] for h in g["hooks"]]
+
+
+@pytest.mark.parametrize("content", [None, "", "  \n", "{}", "{}\n"])
+def test_missing_empty_or_empty_object_gets_both(run_module: RunModule, settings: Path,
+                                                 content: str | None) -> None:
+    if content is None:
+        settings.parent.mkdir(parents=True)
+    else:
+        write(settings, content)
+    result = merge(run_module, settings)
+    assert result["changed"] and result["hook_present"]
+    data = json.loads(settings.read_text())
+    assert data == {"hooks": {"Stop": [{"hooks": [ENTRY]}]}, "permissions": {"allow": OURS}}
+    if content is None:
+        assert stat.S_IMODE(settings.stat().st_mode) == 0o600
+
+
+def test_foreign_hooks_of_every_event_and_matchers_are_kept(run_module: RunModule,
+                                                            settings: Path) -> None:
+    original = {"model": "opus", "hooks": EVERY_EVENT,
+                "permissions": {"allow": ["Bash(git:*)"], "ask": ["WebFetch"],
+                                "deny": ["Read(./.env)"], "defaultMode": "acceptEdits"},
+                "env": {"A": "1"}, "zzz_unknown": [1, {"x": None}]}
+    write(settings, original)
+    merge(run_module, settings)
+    data = json.loads(settings.read_text())
+    assert list(data) == list(original)  # key order kept, nothing added at the top
+    expected_hooks = json.loads(json.dumps(EVERY_EVENT))
+    expected_hooks["Stop"][0]["hooks"].append(ENTRY)
+    assert data["hooks"] == expected_hooks
+    assert data["permissions"] == {**original["permissions"],  # type: ignore[dict-item]
+                                   "allow": ["Bash(git:*)", *OURS]}
+    assert data["env"] == original["env"] and data["zzz_unknown"] == original["zzz_unknown"]
+
+
+def test_our_hook_already_present_changes_nothing(run_module: RunModule, settings: Path) -> None:
+    original = {"hooks": {"Stop": [{"hooks": [{"type": "command", "command": HOOK,
+                                               "timeout": 30}]}]},
+                "permissions": {"allow": [*OURS, "Bash"]}}
+    write(settings, original)
+    before = settings.read_bytes()
+    result = merge(run_module, settings)
+    assert not result["changed"] and result["hook_present"]
+    assert settings.read_bytes() == before
+    assert not (settings.parent.parent / "backups").exists()  # no change, no backup
+
+
+def test_second_run_changes_nothing(run_module: RunModule, settings: Path) -> None:
+    write(settings, FOREIGN_SETTINGS)
+    assert merge(run_module, settings)["changed"]
+    after_first = settings.read_bytes()
+    assert not merge(run_module, settings)["changed"]
+    assert settings.read_bytes() == after_first
+
+
+def test_dropped_hooks_key_is_repaired(run_module: RunModule, settings: Path) -> None:
+    write(settings, FOREIGN_SETTINGS)
+    merge(run_module, settings)
+    data = json.loads(settings.read_text())
+    del data["hooks"]  # what Claude Code has been seen doing when it rewrites the file
+    write(settings, data)
+    result = merge(run_module, settings)
+    assert result["added"] == [f"hooks.Stop: {HOOK}"]
+    repaired = json.loads(settings.read_text())
+    assert stop_commands(repaired) == [HOOK]
+    assert repaired["permissions"]["allow"] == ["Bash(ls:*)", *OURS]
+
+
+def test_never_allows_the_prompting_tools(run_module: RunModule, settings: Path) -> None:
+    write(settings, {})
+    merge(run_module, settings)
+    allow = json.loads(settings.read_text())["permissions"]["allow"]
+    assert not set(PROMPTING) & set(allow)
+
+
+def test_broad_grants_are_kept_with_a_warning(run_module: RunModule, settings: Path) -> None:
+    write(settings, {"permissions": {"allow": ["mcp__kael-thread-rebuild"],
+                                     "ask": [OURS[2]]}})
+    result = merge(run_module, settings)
+    warnings = json.dumps(result.get("warnings", []))
+    assert "may run without asking" in warnings and "overrides the allow rule" in warnings
+    assert json.loads(settings.read_text())["permissions"]["allow"][0] == \
+        "mcp__kael-thread-rebuild"
+
+
+@pytest.mark.parametrize("content", [
+    '{"hooks": {"Stop": []},',  # truncated
+    "{'single': 'quotes'}",
+    '{"a": NaN}',
+    '{"a": 1, "a": 2}',
+    "[]",
+    '"settings"',
+    '{"hooks": []}',
+    '{"hooks": {"Stop": {}}}',
+    '{"permissions": {"allow": "Bash"}}',
+    b"\xff\xfe{}".decode("latin-1"),
+])
+def test_unparsable_is_refused_and_left_untouched(run_module: RunModule, settings: Path,
+                                                  content: str) -> None:
+    write(settings, content)
+    os.chmod(settings, 0o640)
+    before = settings.read_bytes()
+    mtime = settings.stat().st_mtime_ns
+    result = merge(run_module, settings)
+    assert result["failed"] and "left untouched" in result["msg"]
+    assert settings.read_bytes() == before and settings.stat().st_mtime_ns == mtime
+    assert sorted(p.name for p in settings.parent.iterdir()) == ["settings.json"]
+
+
+def test_owner_and_mode_are_kept(run_module: RunModule, settings: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("changing a file's owner needs root")
+    write(settings, FOREIGN_SETTINGS)
+    os.chown(settings, 12345, 23456)
+    os.chmod(settings, 0o640)
+    result = merge(run_module, settings)
+    info = settings.stat()
+    assert (info.st_uid, info.st_gid, stat.S_IMODE(info.st_mode)) == (12345, 23456, 0o640)
+    backup = Path(result["backup_file"])
+    assert json.loads(backup.read_text()) == FOREIGN_SETTINGS
+    assert (backup.stat().st_uid, stat.S_IMODE(backup.stat().st_mode)) == (12345, 0o600)
+
+
+def test_symlink_target_is_written_and_link_kept(run_module: RunModule, settings: Path,
+                                                 tmp_path: Path) -> None:
+    real = tmp_path / "dotfiles" / "settings.json"
+    write(real, FOREIGN_SETTINGS)
+    settings.parent.mkdir(parents=True)
+    settings.symlink_to(real)
+    merge(run_module, settings)
+    assert settings.is_symlink()
+    assert stop_commands(json.loads(real.read_text())) == ["notify-done", HOOK]
+
+
+def test_check_mode_changes_nothing_and_diff_shows_the_change(run_module: RunModule,
+                                                              settings: Path) -> None:
+    write(settings, FOREIGN_SETTINGS)
+    before = settings.read_bytes()
+    result = run_module("claude_settings", {"path": str(settings), "hook_command": HOOK},
+                        check=True, diff=True)
+    assert result["changed"] and "backup_file" not in result
+    assert settings.read_bytes() == before
+    assert sorted(p.name for p in settings.parent.iterdir()) == ["settings.json"]
+    assert result["diff"]["before"] == before.decode()
+    after = json.loads(result["diff"]["after"])
+    assert stop_commands(after) == ["notify-done", HOOK]
+    assert after["permissions"]["allow"] == ["Bash(ls:*)", *OURS]
+
+
+def test_absent_removes_only_what_present_added(run_module: RunModule, settings: Path) -> None:
+    original = {"hooks": EVERY_EVENT, "permissions": {"allow": ["Bash(git:*)"]}, "x": 1}
+    write(settings, original)
+    merge(run_module, settings)
+    result = merge(run_module, settings, state="absent")
+    assert result["removed"] == [f"hooks.Stop: {HOOK}", *(f"permissions.allow: {p}"
+                                                           for p in OURS)]
+    assert json.loads(settings.read_text()) == original
+    assert not merge(run_module, settings, state="absent")["changed"]
+
+
+def test_absent_drops_only_the_containers_it_emptied(run_module: RunModule,
+                                                     settings: Path) -> None:
+    write(settings, {"model": "opus"})
+    merge(run_module, settings)
+    merge(run_module, settings, state="absent")
+    assert json.loads(settings.read_text()) == {"model": "opus"}
+    write(settings, {"hooks": {"Stop": []}, "permissions": {"allow": []}})
+    assert not merge(run_module, settings, state="absent")["changed"]
+
+
+def test_pointer_instances_get_no_hook(run_module: RunModule, settings: Path) -> None:
+    write(settings, {})
+    result = run_module("claude_settings", {"path": str(settings)})
+    assert result["changed"] and not result["hook_present"]
+    assert json.loads(settings.read_text()) == {"permissions": {"allow": OURS}}
+
+
+def test_indentation_and_final_newline_follow_the_file(run_module: RunModule,
+                                                       settings: Path) -> None:
+    write(settings, json.dumps({"model": "opus", "nested": {"k": "ü"}}, indent=4,
+                               ensure_ascii=False))
+    merge(run_module, settings)
+    text = settings.read_text()
+    assert '\n    "model": "opus"' in text and "ü" in text and not text.endswith("\n")
+
+
+def test_missing_config_dir_fails(run_module: RunModule, tmp_path: Path) -> None:
+    result = run_module("claude_settings", {"path": str(tmp_path / "nope" / "settings.json"),
+                                            "hook_command": HOOK})
+    assert result["failed"] and "does not exist" in result["msg"]

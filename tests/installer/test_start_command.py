@@ -1,0 +1,255 @@
+"""claude_start_command and its module_utils: from every spelling of a live start command to a
+resume command that keeps every flag word for word (the 0815 "deaf process" incident)."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+import pytest
+
+from kael_thread_rebuild import doctor, paths
+from kael_thread_rebuild.config import parse_config
+from tests.installer.conftest import INCIDENT_FLAGS, RunModule, load_module_utils
+
+cli = load_module_utils("kael_claude_cli")
+R = "{session_id}"
+UUID = "5d6a9b1e-0000-4000-8000-00000000abcd"
+
+
+def exec_start(argv: str, path: str | None = None, ex: bool = False) -> str:
+    third = "flags=" if ex else "ignore_errors=no"
+    return (f"ExecStart={{ path={path or argv.split(' ')[0]} ; argv[]={argv} ; {third} ; "
+            "start_time=[Mon 2026-11-30 08:00:01 UTC] ; stop_time=[n/a] ; pid=4242 ; "
+            "code=(null) ; status=0/0 }")
+
+
+# (how, start command, expected resume command)
+DERIVED: list[tuple[str, Any, list[str]]] = [
+    # the seed's incident, as the household started it
+    ("argv", ["claude", "--continue", *INCIDENT_FLAGS], ["claude", "--resume", R, *INCIDENT_FLAGS]),
+    ("argv", ["claude", *INCIDENT_FLAGS], ["claude", "--resume", R, *INCIDENT_FLAGS]),
+    ("argv", ["claude", *INCIDENT_FLAGS, "-c"], ["claude", *INCIDENT_FLAGS, "--resume", R]),
+    ("argv", ["claude", "-r", UUID, "--model", "opus"],
+     ["claude", "--resume", R, "--model", "opus"]),
+    ("argv", ["claude", "--resume", "--verbose"], ["claude", "--resume", R, "--verbose"]),
+    ("argv", ["claude", f"--resume={UUID}", "--verbose"], ["claude", "--resume", R, "--verbose"]),
+    ("argv", ["claude", "--session-id", UUID, "--fork-session", "--verbose"],
+     ["claude", "--resume", R, "--verbose"]),
+    # /proc cmdlines: node, native with a path, a prompt left out
+    ("argv", ["node", "/usr/lib/node_modules/@anthropic-ai/claude-code/cli.js", "-c", "--ide"],
+     ["node", "/usr/lib/node_modules/@anthropic-ai/claude-code/cli.js", "--resume", R, "--ide"]),
+    ("argv", ["/home/u/.local/bin/claude", "--verbose", "summarize the log", "--", "and more"],
+     ["/home/u/.local/bin/claude", "--resume", R, "--verbose"]),
+    # quoting: spaces and unicode stay one word
+    ("argv", ["claude", "--append-system-prompt", "说 你好, world", "--model", "claude opus"],
+     ["claude", "--resume", R, "--append-system-prompt", "说 你好, world", "--model",
+      "claude opus"]),
+    # prefixes kept
+    ("argv", ["env", "ANTHROPIC_BASE_URL=http://127.0.0.1:9", "FOO=a b", "claude", "-c"],
+     ["env", "ANTHROPIC_BASE_URL=http://127.0.0.1:9", "FOO=a b", "claude", "--resume", R]),
+    ("argv", ["sudo", "-u", "claude", "claude", *INCIDENT_FLAGS],
+     ["sudo", "-u", "claude", "claude", "--resume", R, *INCIDENT_FLAGS]),
+    # wrappers, seen through and kept
+    ("argv", ["/bin/bash", "-lc", "cd ~/companion && exec claude --continue " +
+              shlex.join(INCIDENT_FLAGS)],
+     ["/bin/bash", "-lc", "cd ~/companion && exec claude --resume " + R + " " +
+      shlex.join(INCIDENT_FLAGS)]),
+    ("argv", ["sh", "-c", "claude -c --append-system-prompt 'be brief, 简短'"],
+     ["sh", "-c", "claude --resume " + R + " --append-system-prompt 'be brief, 简短'"]),
+    ("argv", ["script", "-qfc", "claude --continue --channels a", "/dev/null"],
+     ["script", "-qfc", "claude --resume " + R + " --channels a", "/dev/null"]),
+    ("argv", ["script", "--quiet", "--command=claude --channels a", "/dev/null"],
+     ["script", "--quiet", "--command=claude --resume " + R + " --channels a", "/dev/null"]),
+    ("argv", ["su", "-", "kael", "-c", "FOO=1 claude -c --model opus"],
+     ["su", "-", "kael", "-c", "FOO=1 claude --resume " + R + " --model opus"]),
+    ("argv", ["script", "-qfc", "bash -lc 'claude -c --channels a'", "/dev/null"],
+     ["script", "-qfc", "bash -lc 'claude --resume " + R + " --channels a'", "/dev/null"]),
+    ("argv", ["bash", "-c", 'exec "$0" "$@"', "claude", "--channels", "a"],
+     ["bash", "-c", 'exec "$0" "$@"', "claude", "--resume", R, "--channels", "a"]),
+    # systemctl show -p ExecStart
+    ("exec_start", exec_start("/usr/local/bin/claude " + " ".join(INCIDENT_FLAGS)),
+     ["/usr/local/bin/claude", "--resume", R, *INCIDENT_FLAGS]),
+    ("exec_start", exec_start("/usr/local/bin/claude --continue --channels a", ex=True),
+     ["/usr/local/bin/claude", "--resume", R, "--channels", "a"]),
+    ("exec_start", exec_start('/bin/bash -lc cd /srv/kael && exec claude --resume '
+                              '"$(cat /srv/kael/pointer)" --channels server:companion'),
+     ["/bin/bash", "-lc", "cd /srv/kael && exec claude --resume " + R +
+      " --channels server:companion"]),
+    ("unit_argv", ["/usr/bin/claude", "--resume", UUID, "--thinking-display", "summarized"],
+     ["/usr/bin/claude", "--resume", R, "--thinking-display", "summarized"]),
+    # tmux #{pane_start_command}: one word (run by the shell) or an argv, tmux-escaped
+    ("tmux", '"claude --continue ' + " ".join(INCIDENT_FLAGS) + '"',
+     ["claude", "--resume", R, *INCIDENT_FLAGS]),
+    ("tmux", "claude --model \"a b\" \"it's\" 'q\"q' ünï \"\\$HOME\" '' tab\\tx",
+     ["claude", "--resume", R, "--model", "a b", "it's", 'q"q', "ünï", "$HOME", "", "tab\tx"]),
+    # after the engine's own respawn (`exec <shlex.join(argv)>`), the same resume command
+    ("tmux", '"exec claude --resume ' + UUID + ' ' + " ".join(INCIDENT_FLAGS) + '"',
+     ["claude", "--resume", R, *INCIDENT_FLAGS]),
+    ("tmux", '"cd /srv/x && ANTHROPIC_MODEL=opus claude -c --channels a"',
+     ["/bin/sh", "-c", "cd /srv/x && ANTHROPIC_MODEL=opus claude --resume " + R +
+      " --channels a"]),
+    ("shell", 'claude --append-system-prompt "$(cat /etc/prompt)" -c',
+     ["/bin/sh", "-c", 'claude --append-system-prompt "$(cat /etc/prompt)" --resume ' + R]),
+    ("pointer", ["bash", "/opt/kael/pointer_runner.sh", "/srv/p", "--allowedTools", "Bash,Read"],
+     ["claude", "-p", "--resume", R, "--allowedTools", "Bash,Read"]),
+]
+
+REFUSED: list[tuple[str, Any, str]] = [
+    ("shell", "claude --channels a | tee log", "'|'"),
+    ("shell", "claude --channels a; echo done", "';'"),
+    ("shell", "claude --channels a > /tmp/log", "'>'"),
+    ("shell", "claude $CLAUDE_FLAGS", "'$CLAUDE_FLAGS' may expand to several words"),
+    ("shell", "claude --x $(cat flags)", "may expand to several words"),
+    ("shell", "claude --x *.json", "may expand to several words"),
+    ("shell", "claude --x 'unterminated", "unterminated ' quote"),
+    ("shell", "if true; then claude; fi", "';'"),
+    ("shell", "echo claude-is-not-here", "no word names Claude Code"),
+    ("shell", "echo hi && claude", "only `cd DIR &&` may come before"),
+    ("shell", "exec -a claude-x claude", "exec with options"),
+    ("argv", ["bash", "-lc", "claude -c | logger"], "'|'"),
+    ("argv", ["bash", "/usr/local/bin/start-claude.sh"], "no word names Claude Code"),
+    ("argv", ["bash", "-c"], "without a command string"),
+    ("argv", ["claude", "-cp"], "option cluster '-cp'"),
+    ("argv", ["claude", "--session-id"], "without a value"),
+    ("exec_start", exec_start("/usr/bin/claude $CLAUDE_FLAGS"), "systemd expands at start"),
+    ("exec_start", exec_start("/usr/bin/script -qfc claude --continue /dev/null"),
+     "cannot be told from its other arguments"),
+    ("exec_start", exec_start("/usr/bin/claude") + " ; " + exec_start("/usr/bin/claude")[10:],
+     "2 ExecStart commands"),
+    ("exec_start", "ExecStart=", "not an ExecStart value"),
+    ("tmux", '"claude', "unterminated"),
+    ("tmux", "", "no start command"),
+]
+
+
+def derive(how: str, start: Any) -> Any:
+    return {"argv": cli.resume_from_argv, "exec_start": cli.resume_from_exec_start,
+            "unit_argv": cli.resume_from_unit_argv, "tmux": cli.resume_from_tmux,
+            "shell": cli.resume_from_shell,
+            "pointer": cli.resume_from_pointer_runner}[how](start)
+
+
+@pytest.mark.parametrize(("how", "start", "expected"), DERIVED)
+def test_resume_command(how: str, start: Any, expected: list[str]) -> None:
+    resume = derive(how, start)
+    assert resume.argv == expected
+    parse_config({"project_dir": "/p", "resume_command": resume.argv})  # the engine takes it
+    # What the engine's doctor will check later: no flag of the start command is lost.
+    assert cli.missing_flags(resume.claude_args, resume.resume_args) == []
+
+
+@pytest.mark.parametrize(("how", "start", "message"), REFUSED)
+def test_refused_with_what_was_seen(how: str, start: Any, message: str) -> None:
+    with pytest.raises(cli.StartCommandError) as refused:
+        derive(how, start)
+    assert message in str(refused.value)
+
+
+# -- the module, run as Ansible runs it --------------------------------------------------------
+
+
+def test_module_keeps_the_incident_flags(run_module: RunModule) -> None:
+    start = ["claude", "--continue", *INCIDENT_FLAGS]
+    result = run_module("claude_start_command", {"argv": start, "live_argv": start})
+    assert not result["changed"] and result["live_checked"]
+    assert result["resume_command"] == ["claude", "--resume", R, *INCIDENT_FLAGS]
+    assert result["dropped"] == ["--continue"]
+    assert result["flags"] == [["--channels", "plugin:telegram@claude-plugins-official"],
+                               ["--dangerously-load-development-channels", "server:companion"],
+                               ["--thinking-display", "summarized"]]
+
+
+def test_module_fails_when_the_live_process_has_flags_the_start_command_lacks(
+        run_module: RunModule) -> None:
+    """The 0815 incident: the recorded command lost the channel flags the live process has."""
+    live = ["claude", "--resume", UUID, *INCIDENT_FLAGS]
+    result = run_module("claude_start_command", {"argv": ["claude", "--continue"],
+                                                 "live_argv": live})
+    assert result["failed"]
+    assert "--dangerously-load-development-channels server:companion" in result["msg"]
+    assert "deaf" in result["msg"]
+    assert [g[0] for g in result["missing"]] == ["--channels",
+                                                 "--dangerously-load-development-channels",
+                                                 "--thinking-display"]
+
+
+def test_module_falls_back_to_the_live_process_for_a_shell_pane(run_module: RunModule) -> None:
+    live = ["claude", *INCIDENT_FLAGS]
+    args = {"tmux_start_command": "", "live_argv": live}
+    assert run_module("claude_start_command", args)["failed"]
+    result = run_module("claude_start_command", {**args, "fallback_to_live": True})
+    assert result["source"] == "live"
+    assert result["resume_command"] == ["claude", "--resume", R, *INCIDENT_FLAGS]
+
+
+def test_module_reads_a_process_cmdline(run_module: RunModule) -> None:
+    import os
+    result = run_module("claude_start_command", {"pid": os.getpid()})
+    assert result["failed"] and "no word names Claude Code" in result["msg"]
+
+
+def test_module_refusal_names_the_source(run_module: RunModule) -> None:
+    result = run_module("claude_start_command", {"shell_command": "claude -c | tee x"})
+    assert result["failed"] and result["msg"].startswith("shell_command: ")
+
+
+def test_module_check_mode_gives_the_same_answer(run_module: RunModule) -> None:
+    args = {"exec_start": exec_start("/usr/bin/claude " + " ".join(INCIDENT_FLAGS))}
+    assert run_module("claude_start_command", args, check=True)["resume_command"] == \
+        run_module("claude_start_command", args)["resume_command"]
+
+
+def test_module_wants_exactly_one_source(run_module: RunModule) -> None:
+    assert run_module("claude_start_command", {})["failed"]
+    assert run_module("claude_start_command", {"argv": ["claude"], "shell_command": "claude"})[
+        "failed"]
+
+
+# -- one logic with the engine's doctor -------------------------------------------------------
+
+PARITY_ARGV = [
+    ["claude", *INCIDENT_FLAGS, "--continue"],
+    ["claude", "-p", "hello", "--model", "opus", "-r", UUID],
+    ["node", "/x/claude-code/cli.js", "--allowedTools", "Bash", "Read", "--verbose", "prompt"],
+    ["env", "A=1", "claude", "--mcp-config=/m.json", "--", "--not-a-flag"],
+    ["claude", "--channels", "a", "--channels", "a", "--bare"],
+    ["python", "x.py"],
+]
+
+
+@pytest.mark.parametrize("argv", PARITY_ARGV)
+def test_same_parsing_as_the_doctor(argv: list[str]) -> None:
+    assert cli.claude_arguments(argv) == doctor.claude_arguments(argv)
+    words = doctor.claude_arguments(argv) or []
+    assert cli.flag_groups(words) == doctor.flag_groups(words)
+    for resume in (["claude", "--resume", R], ["claude", "--resume", R, *INCIDENT_FLAGS]):
+        assert [tuple(g) for g in cli.missing_flags(words, resume[1:])] == \
+            doctor.missing_flags(argv, resume)
+    assert cli.NO_VALUE == doctor._NO_VALUE and cli.ALIASES == doctor._ALIASES
+    assert cli.SESSION_FLAGS == doctor.SESSION_FLAGS
+
+
+@pytest.mark.parametrize("workdir", ["/home/user/my_proj.v2", "/srv/家/claude", "/" + "x" * 260,
+                                     "/tmp/" + "é" * 150])
+def test_same_project_dir_encoding_as_the_engine(workdir: str) -> None:
+    assert cli.encode_project_dir(workdir) == paths.encode_project_dir(workdir)
+
+
+def test_filter_plugin_gives_the_module_answer() -> None:
+    import importlib.util
+
+    from tests.installer.conftest import ROLE
+    spec = importlib.util.spec_from_file_location("kael_filters", ROLE / "filter_plugins" /
+                                                  "kael.py")
+    assert spec is not None and spec.loader is not None
+    filters = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(filters)
+    start = ["claude", "-c", *INCIDENT_FLAGS]
+    assert filters.kael_resume_command(start) == cli.resume_from_argv(start).argv
+    assert filters.kael_resume_command("exec claude -c --x a") == ["claude", "--resume", R, "--x",
+                                                                   "a"]
+    lines = ["instance\tx", "state\t/s", "mount\t/p\trw", "optional\t/o\tro", "optional\t/n\tro",
+             "env\tXDG_RUNTIME_DIR=/run/user/1"]
+    assert filters.kael_mount_args(lines, ["/o"]) == {
+        "volumes": ["/p:/p:rw", "/o:/o:ro"], "env": {"XDG_RUNTIME_DIR": "/run/user/1"}}
