@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""Benchmark the appliance: image size, MCP cold start, hook latency, switch downtime.
+
+- image size: `docker image inspect` of the appliance image (uncompressed, as `docker images`);
+- MCP cold start: from starting the `docker run -i --rm ...` command that Claude Code runs (as
+  printed by image/mcp-command.sh) to the `initialize` answer on its stdout; median of N;
+- hook latency: the Stop hook as installed (`image/kael-hook`, i.e. `docker exec -i <daemon>
+  kael-thread-rebuild hook-stop`) with a Stop JSON on stdin and nothing waiting, wall time around
+  the whole command; median of N; next to it a bare `docker exec <daemon> true`, the floor
+  Docker itself sets;
+- switch downtime (unless --no-drill): the container drill of tests/appliance (the real Claude
+  Code in a tmux pane, MCP over `docker run -i`, hook via `docker exec`, the daemon container
+  switching the pane), from the Stop being recorded to `activated`.
+
+Targets: cold start < 1.5 s, hook < 0.5 s (medians), downtime < 5 s, image < 150 MB.
+Prints each figure with PASS/FAIL; exit 0 when all pass, 1 otherwise, 2 when a step fails.
+
+Usage: .venv/bin/python benchmarks/bench_appliance.py [--cold N] [--hooks N] [--no-drill]
+       [--json OUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.appliance import engine
+from tests.appliance.household import Household, make_household
+
+MAX_COLD_START = 1.5
+MAX_HOOK = 0.5
+MAX_DOWNTIME = 5.0
+MAX_IMAGE_MB = 150.0
+INITIALIZE = orjson.dumps({
+    "jsonrpc": "2.0", "id": 1, "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+               "clientInfo": {"name": "bench", "version": "0"}}}) + b"\n"
+
+
+def cold_start(command: list[str]) -> float:
+    """Seconds from starting COMMAND to the initialize answer; then stdin is closed."""
+    started = time.perf_counter()
+    proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL)
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(INITIALIZE)
+    proc.stdin.flush()
+    answer = proc.stdout.readline()
+    took = time.perf_counter() - started
+    proc.stdin.close()
+    proc.wait(timeout=30)
+    if b'"serverInfo"' not in answer:
+        raise RuntimeError(f"no initialize answer: {answer[:300]!r}")
+    return took
+
+
+def timed(command: list[str], stdin: bytes = b"") -> float:
+    started = time.perf_counter()
+    done = subprocess.run(command, input=stdin, capture_output=True, timeout=60, check=False)
+    took = time.perf_counter() - started
+    if done.returncode != 0 or done.stdout:
+        raise RuntimeError(f"{command[0]} exited {done.returncode}: {done.stdout[:200]!r} "
+                           f"{done.stderr[:300]!r}")
+    return took
+
+
+def measure_household(appliance: engine.Instance, home: Household, cold_runs: int,
+                      hook_runs: int) -> dict[str, Any]:
+    mcp = appliance.mcp_command(home.config_path, home.user)
+    cold_start(mcp)  # the first run after a build pays for the page cache; not counted
+    colds = [cold_start(mcp) for _ in range(cold_runs)]
+    appliance.run_daemon(home.config_path, home.user)
+    engine.wait_for_log(home.config.state_dir / "worker.log", "daemon ready")
+    stop = engine.stop_json(home.transcript.stem, home.transcript, home.root)
+    hook = appliance.hook_command(home.config_path, home.config.state_dir)
+    timed(hook, stop)
+    hooks = [timed(hook, stop) for _ in range(hook_runs)]
+    bare = [timed(["docker", "exec", appliance.daemon_name, "true"]) for _ in range(hook_runs)]
+    if (home.config.state_dir / "hook.log").exists():
+        raise RuntimeError("the hook logged something: "
+                           + (home.config.state_dir / "hook.log").read_text()[-500:])
+    return {"cold_start_seconds": colds, "hook_seconds": hooks, "docker_exec_seconds": bare}
+
+
+def drill_downtime(appliance: engine.Instance, root: Path) -> float:
+    from tests.appliance.test_container_drill import container_stage
+    from tests.drill import live, procs
+
+    with container_stage(root, appliance) as drill:
+        drill.turn(live.P_TOOLS, live.A_TOOLS_DONE)
+        drill.turn(live.P_REBUILD, live.A_REBUILD_DONE)
+        op = procs.wait_for_status(drill.config, procs.SETTLED, timeout=120)
+        if op.status.value != "activated" or op.hook is None:
+            raise RuntimeError(f"the drill's rebuild ended {op.status.value}: {op.error}")
+        activated = next(step.at for step in op.history if step.to_status.value == "activated")
+        return (activated - op.hook.received_at).total_seconds()
+
+
+def verdict(ok: bool) -> str:
+    return "PASS" if ok else "FAIL"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cold", type=int, default=10, help="MCP cold starts (default 10)")
+    parser.add_argument("--hooks", type=int, default=20, help="hook runs (default 20)")
+    parser.add_argument("--no-drill", action="store_true", help="skip the switch downtime")
+    parser.add_argument("--json", type=Path, metavar="OUT", help="also write every figure here")
+    args = parser.parse_args(argv)
+
+    problem = engine.engine_problem()
+    if problem:
+        print(f"bench_appliance: {problem}", file=sys.stderr)
+        return 2
+    dock = engine.client()
+    image = engine.ensure_image(dock)
+    size_mb = dock.images.get(image).attrs["Size"] / 1e6
+    figures: dict[str, Any] = {"image": image, "image_mb": size_mb}
+    uid, gid = (4242, 4242) if os.geteuid() == 0 else (os.getuid(), os.getgid())
+    try:
+        with tempfile.TemporaryDirectory(prefix="kael-bench-appliance-") as temp, \
+                engine.instance(dock, image) as appliance:
+            home = make_household(Path(temp), appliance.name, uid, gid)
+            figures.update(measure_household(appliance, home, args.cold, args.hooks))
+        if not args.no_drill:
+            with tempfile.TemporaryDirectory(prefix="kael-bench-drill-") as temp, \
+                    engine.instance(dock, image) as appliance:
+                figures["downtime_seconds"] = drill_downtime(appliance, Path(temp))
+    except (RuntimeError, TimeoutError, subprocess.SubprocessError) as exc:
+        print(f"bench_appliance: {exc}", file=sys.stderr)
+        return 2
+
+    cold = statistics.median(figures["cold_start_seconds"])
+    hook = statistics.median(figures["hook_seconds"])
+    bare = statistics.median(figures["docker_exec_seconds"])
+    results = [
+        (f"image size            {size_mb:8.1f} MB     target < {MAX_IMAGE_MB:g} MB",
+         size_mb < MAX_IMAGE_MB),
+        (f"MCP cold start        {cold:8.3f} s      target < {MAX_COLD_START:g} s "
+         f"(median of {len(figures['cold_start_seconds'])}, "
+         f"max {max(figures['cold_start_seconds']):.3f} s)", cold < MAX_COLD_START),
+        (f"hook via docker exec  {hook:8.3f} s      target < {MAX_HOOK:g} s "
+         f"(median of {len(figures['hook_seconds'])}, max {max(figures['hook_seconds']):.3f} s;"
+         f" bare docker exec {bare:.3f} s)", hook < MAX_HOOK),
+    ]
+    if "downtime_seconds" in figures:
+        down = figures["downtime_seconds"]
+        results.append((f"switch downtime       {down:8.3f} s      target < {MAX_DOWNTIME:g} s "
+                        "(container drill)", down < MAX_DOWNTIME))
+    for line, ok in results:
+        print(f"{verdict(ok)}  {line}")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_bytes(orjson.dumps(figures, option=orjson.OPT_INDENT_2))
+    return 0 if all(ok for _, ok in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# The one build command: wheels (on the host, pinned by constraints.txt), the local base when no
+# BASE is given and it is missing, then the image `kael-thread-rebuild:<version>` and `:latest`.
+# Prints the image size and the time each step took.
+#
+#   image/build.sh                       # base kael-base:bookworm (made locally when missing)
+#   BASE=python:3.11-slim-bookworm@sha256:... image/build.sh   # where a registry is reachable
+#
+# Environment: BASE, PYTHON (default .venv/bin/python, else python3), KAEL_IMAGE_SOURCE
+# (the org.opencontainers.image.source label; default: git's origin URL).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+started=$(date +%s)
+say() { echo "build: $*"; }
+step() { say "$1 in $(( $(date +%s) - $2 )) s"; }
+
+python="${PYTHON:-.venv/bin/python}"
+[ -x "$python" ] || python=python3
+# One build at a time per checkout (the wheels dir is rebuilt from scratch).
+mkdir -p .tools
+exec 9>.tools/image-build.lock
+flock 9
+version=$("$python" -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["version"])')
+image="kael-thread-rebuild"
+
+t=$(date +%s)
+# Dependencies are built again only when constraints.txt or pyproject.toml change; the project's
+# own wheel every time, reproducibly (fixed zip times), so an unchanged tree keeps the cache.
+export SOURCE_DATE_EPOCH=315532800
+stamp=$(cat constraints.txt pyproject.toml | sha256sum | cut -c1-16)
+pip_wheel() {
+  "$python" -m pip wheel -q --disable-pip-version-check -w image/wheels "$@" \
+    2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
+}
+if [ "$(cat image/wheels/.stamp 2>/dev/null)" != "$stamp" ]; then
+  rm -rf image/wheels
+  pip_wheel -c constraints.txt .
+  echo "$stamp" >image/wheels/.stamp
+else
+  rm -f image/wheels/kael_thread_rebuild-*.whl
+  pip_wheel --no-deps .
+fi
+step "wheels ($(find image/wheels -name '*.whl' | wc -l) files)" "$t"
+
+base="${BASE:-kael-base:bookworm}"
+if [ -z "${BASE:-}" ]; then
+  t=$(date +%s)
+  image/make-base.sh --name "$base"
+  step "base $base" "$t"
+fi
+
+revision=$(git rev-parse HEAD 2>/dev/null || echo unknown)
+if [ -n "$(git status --porcelain 2>/dev/null)" ]; then
+  revision="$revision-dirty"
+  created=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+else  # a clean tree builds the same labels every time (and keeps the build cache)
+  created=$(date -u -d "@$(git log -1 --format=%ct 2>/dev/null || date +%s)" +%Y-%m-%dT%H:%M:%SZ)
+fi
+source_url="${KAEL_IMAGE_SOURCE:-$(git config --get remote.origin.url 2>/dev/null || echo unknown)}"
+
+t=$(date +%s)
+# Legacy builder (no buildx here); its deprecation notice is shown only when the build fails.
+log="$(mktemp)"
+trap 'rm -f "$log"' EXIT
+if ! DOCKER_BUILDKIT=0 docker build -f image/Containerfile \
+  --build-arg BASE="$base" --build-arg VERSION="$version" --build-arg REVISION="$revision" \
+  --build-arg CREATED="$created" --build-arg SOURCE="$source_url" \
+  -t "$image:$version" -t "$image:latest" image/ >"$log" 2>&1; then
+  tail -n 40 "$log" >&2
+  echo "build: docker build failed" >&2
+  exit 1
+fi
+step "image $image:$version" "$t"
+
+size=$(docker image inspect -f '{{.Size}}' "$image:$version")
+say "$image:$version is $(( size / 1000000 )) MB ($size bytes), base $base"
+say "done in $(( $(date +%s) - started )) s"

@@ -1,0 +1,61 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2034  # the KAEL_* variables are read by the scripts that source this
+# Shared by image/run-daemon.sh and image/mcp-command.sh: the hardening every appliance container
+# gets and the mounts an instance's config asks for. Source it; it defines functions only.
+
+KAEL_IMAGE_DEFAULT="kael-thread-rebuild:latest"
+KAEL_LABEL_PREFIX="io.kael-thread-rebuild"
+
+# kael_hardening UID:GID -> KAEL_ARGS (appended): the flags of appliance.md "Identity and
+# hardening". Nothing in the engine needs a network, a capability or a writable root.
+kael_hardening() {
+  KAEL_ARGS+=(--user "$1" --read-only --cap-drop ALL --security-opt no-new-privileges
+    --network none --tmpfs "/tmp:rw,nosuid,nodev,mode=1777" --pids-limit 256)
+}
+
+# kael_home UID -> the uid's home on the host (so `~` in the config means the same inside).
+kael_home() {
+  getent passwd "$1" | cut -d: -f6 || true
+}
+
+# kael_read_config IMAGE CONFIG UID GID -> KAEL_INSTANCE, KAEL_STATE_DIR, KAEL_HOME and
+# KAEL_ARGS (appended: -e and -v flags). The image reads the config (`kael-mounts`), so the host
+# needs no Python; every path is mounted at the same path inside as outside.
+kael_read_config() {
+  local image="$1" config="$2" uid="$3" gid="$4" kind path mode facts
+  KAEL_HOME="$(kael_home "$uid")"
+  [ -n "$KAEL_HOME" ] || KAEL_HOME=/nonexistent
+  facts="$(docker run --rm --network none --read-only --cap-drop ALL \
+    --security-opt no-new-privileges --no-healthcheck --user "$uid:$gid" -e HOME="$KAEL_HOME" \
+    -v "$config:$config:ro" "$image" kael-mounts --config "$config" --uid "$uid")" || {
+    echo "kael: the image could not read the config $config (see above)" >&2
+    return 2
+  }
+  KAEL_ARGS+=(-e "KAEL_REBUILD_CONFIG=$config" -e "HOME=$KAEL_HOME")
+  while IFS=$'\t' read -r kind path mode; do
+    case "$kind" in
+      instance) KAEL_INSTANCE="$path" ;;
+      state)
+        KAEL_STATE_DIR="$path"
+        if [ ! -d "$path" ]; then  # the engine wants it 0700 and owned by the Claude user
+          mkdir -p "$(dirname "$path")" && mkdir -m 0700 "$path"
+          if [ "$(id -u)" -eq 0 ]; then chown "$uid:$gid" "$path"; fi
+        fi ;;
+      env) KAEL_ARGS+=(-e "$path") ;;
+      mount)
+        if [ ! -e "$path" ]; then
+          echo "kael: $path (from $config) does not exist on this host" >&2
+          return 2
+        fi
+        KAEL_ARGS+=(-v "$path:$path:$mode") ;;
+      optional)
+        if [ -e "$path" ]; then KAEL_ARGS+=(-v "$path:$path:$mode"); fi ;;
+      *) echo "kael: unexpected line from kael-mounts: $kind" >&2; return 2 ;;
+    esac
+  done <<<"$facts"
+}
+
+# kael_labels ROLE INSTANCE -> KAEL_ARGS (appended): how doctor and the installer find containers.
+kael_labels() {
+  KAEL_ARGS+=(--label "$KAEL_LABEL_PREFIX.role=$1" --label "$KAEL_LABEL_PREFIX.instance=$2")
+}

@@ -1,0 +1,79 @@
+"""`kael-mounts --config PATH`: the host paths an instance's containers need, read from its config.
+
+The config is read exactly as the engine reads it, so the host needs no Python: the run scripts
+ask the image. One line per fact, tab-separated, for `image/lib.sh`:
+
+    instance  NAME
+    state     PATH        the state dir (created by the run script when missing)
+    mount     PATH  rw|ro  bind-mounted at the same path inside; must exist on the host
+    optional  PATH  rw|ro  mounted only when it exists on the host
+    env       NAME=VALUE  set in the container
+
+Every path is absolute (the config guarantees it); `~` in the config expands with $HOME, which the
+run scripts set to the Claude user's home.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from kael_thread_rebuild.config import Activation, Config, SystemdBus, load_config
+from kael_thread_rebuild.errors import KaelError
+
+
+def facts(config: Config, config_path: Path, uid: int) -> list[tuple[str, ...]]:
+    lines: list[tuple[str, ...]] = [
+        ("instance", config.instance),
+        ("state", str(config.state_dir)),
+        ("mount", str(config.project_dir), "rw"),
+        ("mount", str(config.state_dir), "rw"),
+        ("mount", str(config_path), "ro"),
+    ]
+    # Read-only views of Claude Code's own state: the session registry (`sessions/`, which the
+    # switch reads) and, for doctor, settings.json, .claude.json and the workdir's settings.
+    # The container runs as the Claude user, who can read all of it anyway, with no network.
+    if config.claude_config_dir is not None:
+        lines.append(("mount", str(config.claude_config_dir), "ro"))
+    if config.claude_workdir is not None:
+        lines.append(("mount", str(config.claude_workdir), "ro"))
+    if config.activation is Activation.tmux:
+        socket = config.tmux_socket
+        if socket is not None and "/" in socket:
+            lines.append(("mount", str(Path(socket).parent), "rw"))
+        else:  # -L NAME or the default socket: tmux's own directory for the uid
+            lines.append(("mount", f"/tmp/tmux-{uid}", "rw"))
+    if config.resume_pointer_path is not None:
+        lines.append(("mount", str(config.resume_pointer_path.parent), "rw"))
+    if config.activation is Activation.systemd:
+        if config.systemd_bus is SystemdBus.system:
+            lines.append(("mount", "/run/dbus", "rw"))
+            lines.append(("optional", "/run/systemd/system", "ro"))
+        else:
+            lines.append(("mount", f"/run/user/{uid}", "rw"))
+            lines.append(("env", f"XDG_RUNTIME_DIR=/run/user/{uid}"))
+            lines.append(("env", f"DBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/{uid}/bus"))
+    return lines
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="kael-mounts", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", metavar="PATH", required=True)
+    parser.add_argument("--uid", type=int, required=True,
+                        help="the Claude user's uid (for tmux's default socket dir, user bus)")
+    args = parser.parse_args(argv)
+    try:
+        config = load_config(args.config)
+    except KaelError as exc:
+        print(f"kael-mounts: {exc}", file=sys.stderr)
+        return 2
+    for line in facts(config, Path(args.config).absolute(), args.uid):
+        print("\t".join(line))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,78 @@
+"""The MCP server as Claude Code runs it: `docker run -i --rm ...` on stdio. It lists the seven
+tools to the real client, and its container is gone within 2 s of stdin closing, of a SIGTERM
+to `docker run`, or of `docker run` being killed."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from typing import Any
+
+import anyio
+import orjson
+import pytest
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from tests.test_mcp_server import SEVEN
+
+from . import engine
+from .household import Household
+
+GONE_WITHIN_SECONDS = 2.0
+INITIALIZE = orjson.dumps({
+    "jsonrpc": "2.0", "id": 1, "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+               "clientInfo": {"name": "appliance-test", "version": "0"}}}) + b"\n"
+
+
+def test_the_real_client_lists_the_seven_tools_then_the_container_goes(
+        household: Household, appliance: engine.Instance) -> None:
+    command = appliance.mcp_command(household.config_path, household.user)
+
+    async def session() -> tuple[Any, Any]:
+        params = StdioServerParameters(command=command[0], args=command[1:])
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as client:
+            init = await client.initialize()
+            tools = await client.list_tools()
+            plan = await client.call_tool("thread_rebuild_plan", {})
+            return init, (tools, plan)
+
+    init, (tools, plan) = anyio.run(session)
+    closed = time.monotonic()
+    assert init.server_info.name == "kael-thread-rebuild"
+    assert {tool.name for tool in tools.tools} == SEVEN
+    report = plan.structured_content
+    assert not plan.is_error and report is not None
+    assert report["source_session_id"] == household.transcript.stem
+    engine.wait_gone(lambda: appliance.containers("mcp"),
+                     GONE_WITHIN_SECONDS - (time.monotonic() - closed))
+
+
+def _start(command: list[str]) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(INITIALIZE)
+    proc.stdin.flush()
+    answer = orjson.loads(proc.stdout.readline())
+    assert answer["result"]["serverInfo"]["name"] == "kael-thread-rebuild", answer
+    return proc
+
+
+@pytest.mark.parametrize("ending", ["stdin closed", "SIGTERM", "SIGKILL"])
+def test_no_container_is_left_behind(ending: str, household: Household,
+                                     appliance: engine.Instance) -> None:
+    proc = _start(appliance.mcp_command(household.config_path, household.user))
+    assert [c.status for c in appliance.containers("mcp")] == ["running"]
+    ended = time.monotonic()
+    if ending == "stdin closed":
+        assert proc.stdin is not None
+        proc.stdin.close()
+        assert proc.wait(timeout=GONE_WITHIN_SECONDS) == 0
+    else:
+        proc.send_signal(signal.SIGTERM if ending == "SIGTERM" else signal.SIGKILL)
+        proc.wait(timeout=GONE_WITHIN_SECONDS)
+    took = engine.wait_gone(lambda: appliance.containers("mcp"), GONE_WITHIN_SECONDS)
+    assert time.monotonic() - ended < GONE_WITHIN_SECONDS, took
