@@ -41,7 +41,8 @@ PositiveSeconds = Annotated[float, Field(gt=0)]
 class Config(BaseModel):
     """Every key of an instance's config file. Unknown keys are an error (typos must not pass)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # validate_default: defaults such as state_dir go through the same validators (~ expanded).
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
 
     instance: str = Field("default", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
     project_dir: Path

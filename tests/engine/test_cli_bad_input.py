@@ -187,3 +187,10 @@ def test_help_explains_every_command() -> None:
         result = run_cli(command, "--help")
         assert result.returncode == 0 and "--transcript" in result.stdout
     assert "exit codes" in run_cli("--help").stdout
+
+
+def test_default_state_dir_is_expanded_not_relative(tmp_path: Path) -> None:
+    from kael_thread_rebuild.config import parse_config
+
+    config = parse_config({"project_dir": str(tmp_path)})
+    assert config.state_dir.is_absolute() and "~" not in str(config.state_dir)

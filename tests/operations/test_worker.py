@@ -314,7 +314,8 @@ def test_rollback_on_request(config: Config, store: OperationStore, base: Harnes
     op = run(config, store, base, op, steps.append)
     assert op.status is S.rolled_back and op.rollback_ok is True, op.error
     assert base.pointer() == SESSION and op.rollback_argv == [SESSION]
-    assert steps == ["check_identity", "switch_back", "health_old", "to_rolled_back"]
+    assert steps == ["wait_stable", "check_identity", "switch_back", "health_old",
+                     "to_rolled_back"]
     assert source.read_bytes() == before
 
 

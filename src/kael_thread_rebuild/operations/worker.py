@@ -223,6 +223,17 @@ class _Run:
     # -- a rollback ----------------------------------------------------------------------------
 
     def rollback(self) -> Operation:
+        # As for a rebuild: let Claude Code finish writing its turn before the switch ends it.
+        hook = self.op.rollback_hook
+        if hook is not None:
+            self.step("wait_stable")
+            try:
+                wait_stable(Path(hook.transcript_path), self.config.stability_samples,
+                            self.config.stability_interval_seconds,
+                            self.config.stability_timeout_seconds)
+            except (KaelError, OSError) as exc:
+                return self.move(S.failed, "rollback refused", error=f"rollback not performed: "
+                                 f"{exc}; the rebuilt session still runs")
         self.step("check_identity")
         if not same_target(read_identity(self.base), self.op.identity_after):
             return self.move(S.failed, "rollback refused", session_conflict=True,
