@@ -110,14 +110,6 @@ def read_records(handle: BinaryIO, start: int, length: int,
         stats.bytes_read = consumed
 
 
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(READ_BUFFER):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def read_line(fd: int, offset: int, length: int) -> dict[str, Any]:
     """The record of one line, read again by its offset (the line is known to be an object)."""
     record: dict[str, Any] = orjson.loads(os.pread(fd, length, offset))
