@@ -11,7 +11,6 @@ import os
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, BinaryIO
 
 import orjson
