@@ -18,16 +18,18 @@ kael_home() {
   getent passwd "$1" | cut -d: -f6 || true
 }
 
-# kael_read_config IMAGE CONFIG UID GID -> KAEL_INSTANCE, KAEL_STATE_DIR, KAEL_HOME and
+# kael_read_config IMAGE CONFIG UID GID [ROLE] -> KAEL_INSTANCE, KAEL_STATE_DIR, KAEL_HOME and
 # KAEL_ARGS (appended: -e and -v flags). The image reads the config (`kael-mounts`), so the host
-# needs no Python; every path is mounted at the same path inside as outside.
+# needs no Python; every path is mounted at the same path inside as outside. ROLE (daemon, mcp,
+# doctor; default daemon): doctor's one-off container also mounts ~/.claude.json, which a
+# long-running container must not (Claude Code replaces it by rename; see image/mounts.py).
 kael_read_config() {
-  local image="$1" config="$2" uid="$3" gid="$4" kind path mode facts
+  local image="$1" config="$2" uid="$3" gid="$4" role="${5:-daemon}" kind path mode facts
   KAEL_HOME="$(kael_home "$uid")"
   [ -n "$KAEL_HOME" ] || KAEL_HOME=/nonexistent
   facts="$(docker run --rm --network none --read-only --cap-drop ALL \
     --security-opt no-new-privileges --no-healthcheck --user "$uid:$gid" -e HOME="$KAEL_HOME" \
-    -v "$config:$config:ro" "$image" kael-mounts --config "$config" --uid "$uid")" || {
+    -v "$config:$config:ro" "$image" kael-mounts --config "$config" --uid "$uid" --for "$role")" || {
     echo "kael: the image could not read the config $config (see above)" >&2
     return 2
   }

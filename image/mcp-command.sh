@@ -31,7 +31,7 @@ config="$(cd "$(dirname "$config")" && pwd)/$(basename "$config")"
 user="${user:-$(id -u):$(id -g)}"
 
 KAEL_ARGS=()
-kael_read_config "$image" "$config" "${user%%:*}" "${user##*:}"
+kael_read_config "$image" "$config" "${user%%:*}" "${user##*:}" mcp
 kael_hardening "$user"
 kael_labels mcp "$KAEL_INSTANCE"
 printf '%s\n' docker run -i --rm --init --no-healthcheck --log-driver none "${KAEL_ARGS[@]}" \

@@ -1,4 +1,5 @@
-"""`kael-mounts --config PATH`: the host paths an instance's containers need, read from its config.
+"""`kael-mounts --config PATH --uid UID [--for daemon|mcp|doctor]`: the host paths an instance's
+containers need, read from its config.
 
 The config is read exactly as the engine reads it, so the host needs no Python: the run scripts
 ask the image. One line per fact, tab-separated, for `image/lib.sh`:
@@ -11,20 +12,34 @@ ask the image. One line per fact, tab-separated, for `image/lib.sh`:
 
 Every path is absolute (the config guarantees it); `~` in the config expands with $HOME, which the
 run scripts set to the Claude user's home.
+
+`~/.claude.json` (Claude Code's global state, with the user-scope MCP servers, when the config
+dir is the default `~/.claude`) lies outside every mounted directory. Claude Code replaces it by
+rename (a temporary file, then rename(2)), and a bind mount of a single file keeps showing the
+inode it was made with: a long-running container would see a copy frozen at its start. So only
+doctor's one-off container (`--for doctor`, gone within seconds) mounts the file itself; the
+daemon and the MCP server containers name it in $KAEL_UNMOUNTED instead, and doctor there says
+that it cannot see it rather than that the registration is missing. Mounting the whole home
+directory instead would show the container everything the Claude user keeps there.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from kael_thread_rebuild.config import Activation, Config, SystemdBus, load_config
+from kael_thread_rebuild.doctor import UNMOUNTED_ENV, global_state_files
 from kael_thread_rebuild.errors import KaelError
 
+PURPOSES = ("daemon", "mcp", "doctor")
 
-def facts(config: Config, config_path: Path, uid: int) -> list[tuple[str, ...]]:
+
+def facts(config: Config, config_path: Path, uid: int,
+          purpose: str = "daemon") -> list[tuple[str, ...]]:
     lines: list[tuple[str, ...]] = [
         ("instance", config.instance),
         ("state", str(config.state_dir)),
@@ -35,8 +50,14 @@ def facts(config: Config, config_path: Path, uid: int) -> list[tuple[str, ...]]:
     # Read-only views of Claude Code's own state: the session registry (`sessions/`, which the
     # switch reads) and, for doctor, settings.json, .claude.json and the workdir's settings.
     # The container runs as the Claude user, who can read all of it anyway, with no network.
-    if config.claude_config_dir is not None:
-        lines.append(("mount", str(config.claude_config_dir), "ro"))
+    # Without claude_config_dir doctor reads ~/.claude, Claude Code's default.
+    config_dir = config.claude_config_dir or Path.home() / ".claude"
+    lines.append(("mount" if config.claude_config_dir else "optional", str(config_dir), "ro"))
+    beside = [str(path) for path in global_state_files(config_dir) if path.parent != config_dir]
+    if purpose == "doctor":
+        lines += [("optional", path, "ro") for path in beside]
+    elif beside:
+        lines.append(("env", f"{UNMOUNTED_ENV}={os.pathsep.join(beside)}"))
     if config.claude_workdir is not None:
         lines.append(("mount", str(config.claude_workdir), "ro"))
     if config.activation is Activation.tmux:
@@ -64,13 +85,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--config", metavar="PATH", required=True)
     parser.add_argument("--uid", type=int, required=True,
                         help="the Claude user's uid (for tmux's default socket dir, user bus)")
+    parser.add_argument("--for", dest="purpose", choices=PURPOSES, default="daemon",
+                        help="the container's role: doctor's one-off container also mounts "
+                             "~/.claude.json (default: daemon)")
     args = parser.parse_args(argv)
     try:
         config = load_config(args.config)
     except KaelError as exc:
         print(f"kael-mounts: {exc}", file=sys.stderr)
         return 2
-    for line in facts(config, Path(args.config).absolute(), args.uid):
+    for line in facts(config, Path(args.config).absolute(), args.uid, args.purpose):
         print("\t".join(line))
     return 0
 

@@ -37,7 +37,7 @@ if [ -z "$user" ]; then
 fi
 
 KAEL_ARGS=()
-kael_read_config "$image" "$config" "${user%%:*}" "${user##*:}"
+kael_read_config "$image" "$config" "${user%%:*}" "${user##*:}" daemon
 name="${name:-kael-thread-rebuild-$KAEL_INSTANCE}"
 kael_hardening "$user"
 kael_labels daemon "$KAEL_INSTANCE"

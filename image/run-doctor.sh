@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Run doctor for an instance in a one-off container: the daemon's mounts and hardening, plus the
 # host's pid namespace (--pid host, read-only use) so that doctor can read the live Claude Code's
-# command line (the "deaf process" check) and check its session registry entry. The daemon itself
-# never shares the host's pid namespace.
+# command line (the "deaf process" check) and check its session registry entry, plus
+# ~/.claude.json when Claude Code keeps it there (a long-running container must not mount it:
+# see image/mounts.py). The daemon itself never shares the host's pid namespace.
 #
 #   image/run-doctor.sh --config CFG [--user UID:GID] [--image IMAGE] [-- DOCTOR ARGS (e.g. --json)]
 #
+# Before that it asks the host's Docker engine what no container can see, and hands it to doctor
+# as JSON in $KAEL_HOST_FACTS: the instance's MCP server containers (orphaned ones), its daemon
+# container (image, state, the engine version inside it) and IMAGE, the installed image.
 # Exit status: doctor's (0 when every check passes).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -19,7 +23,7 @@ while [ $# -gt 0 ]; do
     --user) user="$2"; shift ;;
     --image) image="$2"; shift ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
     *) echo "run-doctor: unknown argument: $1" >&2; exit 2 ;;
   esac
   shift
@@ -29,9 +33,50 @@ done
 config="$(cd "$(dirname "$config")" && pwd)/$(basename "$config")"
 user="${user:-$(id -u):$(id -g)}"
 
+# json_string TEXT -> TEXT as a JSON string (control characters dropped).
+json_string() {
+  local text="$1"
+  text="${text//\\/\\\\}"
+  text="${text//\"/\\\"}"
+  printf '"%s"' "$(printf '%s' "$text" | tr -d '\000-\037')"
+}
+
+# host_facts INSTANCE IMAGE -> the JSON of kael_thread_rebuild.doctor.HostFacts on stdout. Every
+# object comes from Docker's own `{{json}}` templates; nothing is parsed here.
+host_facts() {
+  local instance="$1" image="$2" by installed daemons="" mcps id fields labels image_id state engine
+  by="label=$KAEL_LABEL_PREFIX.instance=$instance"
+  if installed=$(docker image inspect --format '{"id":{{json .Id}},"labels":{{json .Config.Labels}},' \
+      "$image" 2>/dev/null); then
+    installed="$installed\"ref\":$(json_string "$image")}"
+  else
+    installed=null
+  fi
+  for id in $(docker ps -aq --no-trunc --filter "label=$KAEL_LABEL_PREFIX.role=daemon" --filter "$by"); do
+    fields=$(docker container inspect --format \
+      '{"id":{{json .Id}},"name":{{json .Name}},"state":{{json .State.Status}},"image_id":{{json .Image}},' \
+      "$id" 2>/dev/null) || continue  # removed meanwhile
+    state=$(docker container inspect --format '{{.Image}} {{.State.Status}}' "$id" 2>/dev/null) \
+      || continue
+    image_id="${state%% *}" state="${state##* }"
+    labels=$(docker image inspect --format '{{json .Config.Labels}}' "$image_id" 2>/dev/null || echo null)
+    engine=""
+    if [ "$state" = running ]; then
+      engine=$(timeout 30 docker exec "$id" kael-thread-rebuild --version 2>/dev/null || true)
+    fi
+    daemons="$daemons${daemons:+,}$fields\"image_labels\":$labels,\"engine\":$(json_string "$engine")}"
+  done
+  mcps=$(docker ps -a --filter "label=$KAEL_LABEL_PREFIX.role=mcp" --filter "$by" --format \
+    '{"id":{{json .ID}},"name":{{json .Names}},"state":{{json .State}},"status":{{json .Status}}}' \
+    | paste -sd, -)
+  printf '{"collected_by":"run-doctor.sh","installed_image":%s,"daemons":[%s],"mcp_containers":[%s]}' \
+    "$installed" "$daemons" "$mcps"
+}
+
 KAEL_ARGS=()
-kael_read_config "$image" "$config" "${user%%:*}" "${user##*:}"
+kael_read_config "$image" "$config" "${user%%:*}" "${user##*:}" doctor
 kael_hardening "$user"
 kael_labels doctor "$KAEL_INSTANCE"
-exec docker run --rm --pid host --no-healthcheck "${KAEL_ARGS[@]}" "$image" \
-  kael-thread-rebuild --config "$config" doctor "$@"
+facts="$(host_facts "$KAEL_INSTANCE" "$image")"
+exec docker run --rm --pid host --no-healthcheck "${KAEL_ARGS[@]}" -e "KAEL_HOST_FACTS=$facts" \
+  "$image" kael-thread-rebuild --config "$config" doctor "$@"

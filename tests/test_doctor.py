@@ -1,11 +1,13 @@
 """Doctor: a sound setup passes; each broken part fails its own check with a fix; nothing is
-written. The "deaf process" check compares against a real process in a real (private) tmux."""
+written. The "deaf process" check compares against a real process in a real (private) tmux. The
+appliance's checks get the host's facts as `image/run-doctor.sh` and the installer pass them."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import shlex
 import shutil
 import stat
 import sys
@@ -17,15 +19,20 @@ from typing import Any
 
 import pytest
 
+from kael_thread_rebuild import __version__, claude_cli, doctor
+from kael_thread_rebuild.claude_cli import claude_arguments, flag_groups, missing_flags
 from kael_thread_rebuild.config import Config
 from kael_thread_rebuild.daemon import worker_lock
+from kael_thread_rebuild.defaults import CONFIG_ENV
 from kael_thread_rebuild.doctor import (
     CHECKS,
+    HOST_FACTS_ENV,
+    UNMOUNTED_ENV,
+    VERSION_LABEL,
     Check,
     DoctorReport,
-    claude_arguments,
-    flag_groups,
-    missing_flags,
+    global_state_files,
+    resume_claude_args,
     run_doctor,
 )
 from kael_thread_rebuild.interfaces import doctor_command
@@ -50,6 +57,29 @@ HOOK = {"hooks": {"Stop": [{"hooks": [
      "timeout": 10}]}]}}
 MCP = {"kael-thread-rebuild": {"type": "stdio", "command": "/venv/bin/kael-thread-rebuild-mcp",
                                "args": ["--config", "/c.toml"], "env": {}}}
+IMAGE_ID = "sha256:" + "a" * 64
+
+
+def host_facts(**changes: Any) -> dict[str, Any]:
+    """What image/run-doctor.sh reports for a sound appliance: the daemon runs the installed
+    image, the engine in it says the same version, no MCP container is left over."""
+    labels = {VERSION_LABEL: __version__, "org.opencontainers.image.revision": "r1"}
+    facts: dict[str, Any] = {
+        "collected_by": "test",
+        "installed_image": {"ref": "kael-thread-rebuild:latest", "id": IMAGE_ID,
+                            "labels": labels},
+        "daemons": [{"id": "d" * 64, "name": "/kael-thread-rebuild-default", "state": "running",
+                     "image_id": IMAGE_ID, "image_labels": labels,
+                     "engine": f"kael-thread-rebuild {__version__}\n"}],
+        "mcp_containers": [],
+    }
+    facts.update(changes)
+    return facts
+
+
+def on_host(**changes: Any) -> dict[str, str]:
+    """An environment carrying the host's facts, as the appliance's doctor container gets."""
+    return {HOST_FACTS_ENV: json.dumps(host_facts(**changes))}
 
 
 @pytest.fixture(autouse=True)
@@ -147,7 +177,7 @@ def sound(make_config: ConfigFactory, layout: Layout, live: Live) -> Config:
 
 
 def test_sound_setup_passes_every_check(sound: Config, live: Live) -> None:
-    report = run_doctor(sound)
+    report = run_doctor(sound, environ=on_host())
     checks = by_name(report)
     assert report.ok, [c for c in report.checks if not c.ok]
     assert list(checks) == [fn.__name__.removeprefix("check_") for fn in CHECKS]
@@ -157,6 +187,18 @@ def test_sound_setup_passes_every_check(sound: Config, live: Live) -> None:
     assert SESSION in checks["session"].detail
     assert f"pid {live.pid}" in checks["resume_command"].detail
     assert "--dangerously-load-development-channels" in checks["resume_command"].detail
+    assert checks["mcp_containers"].detail.startswith("0 running for 1 live Claude Code")
+    assert checks["versions"].detail.startswith(
+        f"the daemon kael-thread-rebuild-default runs kael-thread-rebuild:latest {__version__}")
+
+
+def test_without_the_hosts_facts_the_appliance_checks_are_skipped(sound: Config) -> None:
+    checks = by_name(run_doctor(sound, environ={}))
+    for name in ("mcp_containers", "versions"):
+        assert checks[name].ok and checks[name].skipped
+        assert "image/run-doctor.sh" in checks[name].detail
+    broken = by_name(run_doctor(sound, environ={HOST_FACTS_ENV: '{"daemons": 3}'}))
+    assert not broken["versions"].ok and "daemons" in broken["versions"].detail
 
 
 def test_deaf_resume_command_names_the_missing_channel_flag(
@@ -173,6 +215,31 @@ def test_deaf_resume_command_names_the_missing_channel_flag(
     suggested = json.loads(check.fix.removeprefix("resume_command = "))
     assert suggested[-2:] == ["--dangerously-load-development-channels", "server:companion"]
     assert [c.name for c in report.checks if not c.ok] == ["resume_command"]
+
+
+@pytest.mark.parametrize("wrapper", [
+    ["bash", "-lc", "cd /tmp && exec claude --resume {session_id} --model opus " +
+     shlex.join(CHANNELS) + " --verbose"],
+    ["script", "-qfc", "claude --resume {session_id} --model opus " + shlex.join(CHANNELS) +
+     " --verbose", "/dev/null"],
+])
+def test_resume_command_through_a_wrapper(make_config: ConfigFactory, layout: Layout, live: Live,
+                                          wrapper: list[str]) -> None:
+    def check(resume_command: list[str]) -> Check:
+        config = make_config(**layout.settings(), tmux_socket=live.tmux.socket,
+                             tmux_target=live.target, resume_command=resume_command)
+        return by_name(run_doctor(config))["resume_command"]
+
+    kept = check(wrapper)
+    assert kept.ok and f"through {wrapper[0]} " in kept.detail
+    deaf = check([word.replace(" server:companion", "").replace(
+        " --dangerously-load-development-channels", "") for word in wrapper])
+    assert not deaf.ok
+    assert "--dangerously-load-development-channels server:companion" in deaf.detail
+    assert deaf.fix.startswith("add --dangerously-load-development-channels server:companion to "
+                               "the Claude Code command inside")
+    unknowable = check(["bash", "-lc", "claude --resume {session_id} $CLAUDE_FLAGS"])
+    assert not unknowable.ok and "may expand to several words" in unknowable.detail
 
 
 def test_live_process_of_another_session(layout: Layout, live: Live, sound: Config) -> None:
@@ -252,6 +319,199 @@ def test_stop_hook_missing(make_config: ConfigFactory, layout: Layout) -> None:
     assert check.ok and "settings.local.json" in check.detail
 
 
+def stop_hooks(*commands: str) -> dict[str, Any]:
+    return {"hooks": {"Stop": [{"hooks": [{"type": "command", "command": c, "timeout": 10}
+                                          for c in commands]}]}}
+
+
+def test_stop_hook_accepts_the_appliance_wrapper_of_this_instance(
+        make_config: ConfigFactory, layout: Layout, tmp_path: Path) -> None:
+    config = make_config(**layout.settings())
+    settings = layout.config_dir / "settings.json"
+    ours = (f"/usr/local/bin/kael-hook --container kael-thread-rebuild-default --config /c.toml "
+            f"--state-dir {config.state_dir}")
+    write_json(settings, stop_hooks("/bin/true", ours))
+    check = by_name(run_doctor(config))["stop_hook"]
+    assert check.ok and ours in check.detail
+
+    theirs = ours.replace(str(config.state_dir), str(tmp_path / "other-state"))
+    write_json(settings, stop_hooks(theirs))
+    check = by_name(run_doctor(config))["stop_hook"]
+    assert not check.ok and "only hooks of another instance" in check.detail
+    assert "--state-dir" in check.detail and "kael-hook --container" in check.fix
+
+
+def test_stop_hook_of_another_config_is_not_this_instances(
+        make_config: ConfigFactory, layout: Layout, tmp_path: Path) -> None:
+    config = make_config(**layout.settings())
+    other = tmp_path / "other.toml"
+    other.write_text(f'instance = "other"\nproject_dir = "{layout.project_dir}"\n'
+                     f'state_dir = "{tmp_path / "other-state"}"\n')
+    write_json(layout.config_dir / "settings.json",
+               stop_hooks(f"kael-thread-rebuild --config {other} hook-stop"))
+    check = by_name(run_doctor(config))["stop_hook"]
+    assert not check.ok and "instance 'other'" in check.detail
+    # The config this doctor runs with is recognised by its path (the appliance's environment).
+    mine = tmp_path / "mine.toml"
+    write_json(layout.config_dir / "settings.json",
+               stop_hooks(f"kael-thread-rebuild --config {mine} hook-stop"))
+    assert by_name(run_doctor(config, environ={CONFIG_ENV: str(mine)}))["stop_hook"].ok
+
+
+@pytest.mark.parametrize("hook", [
+    "kael-thread-rebuild --config /c.toml hook-stop",
+    "docker exec -i kael-thread-rebuild-default kael-thread-rebuild hook-stop",
+    "kael-hook --container kael-thread-rebuild-default --config /c.toml --state-dir STATE",
+])
+def test_pointer_base_fails_when_a_stop_hook_would_feed_the_engine_twice(
+        make_config: ConfigFactory, layout: Layout, tmp_path: Path, hook: str) -> None:
+    pointer = tmp_path / "pointer"
+    pointer.write_text(SESSION + "\n")
+    config = make_config(**layout.settings(), activation="pointer",
+                         resume_pointer_path=str(pointer))
+    local = layout.workdir / ".claude" / "settings.local.json"
+    write_json(local, stop_hooks(hook.replace("STATE", str(config.state_dir))))
+    write_json(layout.config_dir / "settings.json", {})
+    check = by_name(run_doctor(config))["stop_hook"]
+    assert not check.ok and not check.skipped
+    assert "twice" in check.detail and "pointer-runner.md" in check.detail
+    assert str(local) in check.fix
+
+
+def log_lines(path: Path, *messages: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with path.open("a") as log:
+        for index, message in enumerate(messages):
+            log.write(f"2026-11-30T10:18:{index:02d}.000Z {message}\n")
+
+
+WRAPPER_FAILED = ("hook-wrapper: docker exec into kael-thread-rebuild-main failed (exit 1): Error "
+                  "response from daemon: Container 0a1b is not running; the Stop was not recorded")
+
+
+def test_hook_delivery(make_config: ConfigFactory) -> None:
+    config = make_config()
+    log = config.state_dir / "hook.log"
+    check = by_name(run_doctor(config))["hook_delivery"]
+    assert check.ok and "no " in check.detail
+
+    log_lines(log, "hook-stop: operation op-1 -> scheduled", WRAPPER_FAILED)
+    check = by_name(run_doctor(config))["hook_delivery"]
+    assert not check.ok
+    assert check.detail.endswith(f"2026-11-30T10:18:01.000Z {WRAPPER_FAILED}")
+    assert check.fix.startswith("start the daemon container (docker start "
+                                "kael-thread-rebuild-main")
+
+    log_lines(log, "hook-stop: operation op-2 -> scheduled")  # a later Stop got through
+    check = by_name(run_doctor(config))["hook_delivery"]
+    assert check.ok and "op-2" in check.detail
+
+    log_lines(log, WRAPPER_FAILED, "hook-wrapper: reached kael-thread-rebuild-main again (a Stop "
+                                   "logged above as not recorded was lost)")
+    check = by_name(run_doctor(config))["hook_delivery"]
+    assert check.ok and "again" in check.detail
+
+    log_lines(log, "hook-wrapper: hook-stop said: kael-thread-rebuild hook-stop: config: file "
+                   "not found")
+    assert not by_name(run_doctor(config))["hook_delivery"].ok
+
+
+def test_hook_delivery_reads_only_the_end_of_a_long_log(make_config: ConfigFactory) -> None:
+    config = make_config()
+    log = config.state_dir / "hook.log"
+    log_lines(log, WRAPPER_FAILED, *["hook-stop: operation op-x -> scheduled"] * 5000)
+    assert log.stat().st_size > doctor.HOOK_LOG_TAIL_BYTES
+    assert by_name(run_doctor(config))["hook_delivery"].ok
+
+
+def test_mcp_server_beside_the_default_config_dir(make_config: ConfigFactory,
+                                                  tmp_path: Path) -> None:
+    """CLAUDE_CONFIG_DIR unset: the config dir is ~/.claude and the registration ~/.claude.json."""
+    home = tmp_path / "home"
+    config_dir = home / ".claude"
+    config_dir.mkdir(parents=True)
+    config = make_config(claude_config_dir=str(config_dir))
+    assert global_state_files(config_dir, home=tmp_path / "elsewhere") == [
+        config_dir / ".claude.json", home / ".claude.json"]
+    write_json(home / ".claude.json", {"mcpServers": MCP})
+    check = by_name(run_doctor(config))["mcp_server"]
+    assert check.ok and str(home / ".claude.json") in check.detail
+
+    # In a long-running container that file is not mounted, and says so.
+    (home / ".claude.json").unlink()
+    unmounted = {UNMOUNTED_ENV: str(home / ".claude.json")}
+    check = by_name(run_doctor(config, environ=unmounted))["mcp_server"]
+    assert check.ok and check.skipped and "not mounted" in check.detail
+    assert "image/run-doctor.sh" in check.detail
+    # Where it is mounted after all (doctor's one-off container), it is read.
+    write_json(home / ".claude.json", {"mcpServers": {}})
+    check = by_name(run_doctor(config, environ=unmounted))["mcp_server"]
+    assert not check.ok and not check.skipped
+
+
+def mcp_container(name: str, state: str = "running", status: str = "Up 2 minutes"
+                  ) -> dict[str, str]:
+    return {"id": name.encode().hex(), "name": name, "state": state, "status": status}
+
+
+def test_orphaned_mcp_containers(make_config: ConfigFactory, layout: Layout) -> None:
+    config = make_config(**layout.settings())
+    one = [mcp_container("kael-mcp-1")]
+    check = by_name(run_doctor(config, environ=on_host(mcp_containers=one)))["mcp_containers"]
+    assert not check.ok and "1 running for 0 live Claude Code" in check.detail
+    assert "kael-mcp-1" in check.fix
+
+    write_registry(layout, os.getpid(), SESSION)  # this process stands in for a live Claude Code
+    check = by_name(run_doctor(config, environ=on_host(mcp_containers=one)))["mcp_containers"]
+    assert check.ok and check.detail.startswith("1 running for 1 live")
+
+    going = [*one, mcp_container("kael-mcp-2", "removing", "Removal In Progress")]
+    assert by_name(run_doctor(config, environ=on_host(mcp_containers=going)))["mcp_containers"].ok
+    exited = [*one, mcp_container("kael-mcp-0", "exited", "Exited (137) 3 hours ago")]
+    check = by_name(run_doctor(config, environ=on_host(mcp_containers=exited)))["mcp_containers"]
+    assert not check.ok and "1 not running: kael-mcp-0 (Exited (137) 3 hours ago)" in check.detail
+    assert "kael-mcp-0" in check.fix and "kael-mcp-1" not in check.fix
+    # The Engine API's spelling, as the installer passes it on.
+    api = [{"Id": "f" * 64, "Names": ["/kael-mcp-9"], "State": "created", "Status": "Created"}]
+    check = by_name(run_doctor(config, environ=on_host(mcp_containers=api)))["mcp_containers"]
+    assert not check.ok and "kael-mcp-9 (Created)" in check.detail
+
+
+def test_image_and_daemon_versions(make_config: ConfigFactory) -> None:
+    config = make_config()
+
+    def versions(**changes: Any) -> Check:
+        return by_name(run_doctor(config, environ=on_host(**changes)))["versions"]
+
+    assert versions().ok
+    sound = host_facts()
+    newer = {**sound["installed_image"], "id": "sha256:" + "b" * 64,
+             "labels": {VERSION_LABEL: "9.9.9"}}
+    check = versions(installed_image=newer)
+    assert not check.ok
+    assert f"runs version {__version__} (aaaaaaaaaaaa) but kael-thread-rebuild:latest is 9.9.9 " \
+           "(bbbbbbbbbbbb)" in check.detail
+    assert check.fix.startswith("restart the daemon on the installed image")
+
+    rebuilt = {**sound["installed_image"], "id": "sha256:" + "c" * 64,
+               "labels": {VERSION_LABEL: __version__, "org.opencontainers.image.revision": "r2"}}
+    check = versions(installed_image=rebuilt)
+    assert not check.ok and "another build" in check.detail and "revision r1" in check.detail
+
+    daemon = sound["daemons"][0]
+    check = versions(daemons=[{**daemon, "engine": "kael-thread-rebuild 0.0.1"}])
+    assert not check.ok and "the engine in the daemon says 0.0.1" in check.detail
+    check = versions(daemons=[{**daemon, "state": "exited", "engine": ""}])
+    assert not check.ok and "is exited" in check.detail
+    assert check.fix.startswith("docker start kael-thread-rebuild-default")
+    check = versions(daemons=[])
+    assert not check.ok and "no daemon container" in check.detail
+    check = versions(daemons=[daemon, {**daemon, "name": "/twin"}])
+    assert not check.ok and "2 daemon containers" in check.detail
+    check = versions(installed_image=None)
+    assert not check.ok and "not on this host" in check.detail
+
+
 def test_mcp_server_not_registered(make_config: ConfigFactory, layout: Layout) -> None:
     config = make_config(**layout.settings())
     state = layout.config_dir / ".claude.json"
@@ -320,6 +580,7 @@ def test_unreachable_tmux_target(make_config: ConfigFactory, layout: Layout) -> 
 def test_pointer_base(make_config: ConfigFactory, layout: Layout, tmp_path: Path) -> None:
     pointer = tmp_path / "pointer"
     pointer.write_text(SESSION + "\n")
+    write_json(layout.config_dir / "settings.json", {"permissions": {"allow": []}})
     config = make_config(**layout.settings(), activation="pointer",
                          resume_pointer_path=str(pointer))
     report = run_doctor(config)
@@ -328,6 +589,7 @@ def test_pointer_base(make_config: ConfigFactory, layout: Layout, tmp_path: Path
     assert checks["target"].detail.startswith("pointer sha256=")
     assert checks["session"].ok and not checks["session"].skipped
     assert checks["resume_command"].skipped
+    assert checks["stop_hook"].skipped and "pointer-runner.md" in checks["stop_hook"].detail
 
     pointer.write_text("not a session\n")
     assert not by_name(run_doctor(config))["target"].ok
@@ -358,11 +620,36 @@ def test_claude_arguments_finds_the_program() -> None:
 
 
 def test_missing_flags_is_a_multiset() -> None:
-    live = ["claude", "--channels", "a", "--channels", "b", "--continue"]
-    assert missing_flags(live, ["claude", "--resume", "{session_id}", "--channels", "a"]) == [
+    live = claude_arguments(["claude", "--channels", "a", "--channels", "b", "--continue"])
+    assert live is not None
+    assert missing_flags(live, ["--resume", "{session_id}", "--channels", "a"]) == [
         ("--channels", "b")]
-    assert missing_flags(live, ["env", "X=1", "claude", "--channels=b", "-r", "{session_id}",
-                                "--channels", "a"]) == []
+    kept, _ = resume_claude_args(["env", "X=1", "claude", "--channels=b", "-r", "{session_id}",
+                                  "--channels", "a"])
+    assert missing_flags(live, kept) == []
+
+
+@pytest.mark.parametrize(("resume_command", "args", "wrappers"), [
+    (["claude", "--resume", "{session_id}", "--model", "opus"],
+     ["--resume", "{session_id}", "--model", "opus"], []),
+    (["bash", "-lc", "cd ~/x && exec claude --resume {session_id} --channels 'a b'"],
+     ["--resume", "{session_id}", "--channels", "a b"], ["bash -lc"]),
+    (["script", "-qfc", "claude --resume {session_id} --verbose", "/dev/null"],
+     ["--resume", "{session_id}", "--verbose"], ["script -qfc"]),
+    (["/usr/local/bin/start-claude", "--resume", "{session_id}", "--verbose"],
+     ["--resume", "{session_id}", "--verbose"], []),  # a program of the household's own
+])
+def test_resume_command_flags_are_read_through_wrappers(
+        resume_command: list[str], args: list[str], wrappers: list[str]) -> None:
+    assert resume_claude_args(resume_command) == (args, wrappers)
+
+
+def test_the_doctor_parses_with_the_installers_module() -> None:
+    """One parser: the doctor's functions are the package module that the installer's role
+    ships as its module_utils (roles/kael/module_utils/kael_claude_cli.py links to it)."""
+    assert doctor.claude_arguments is claude_cli.claude_arguments
+    assert doctor.missing_flags is claude_cli.missing_flags
+    assert not hasattr(doctor, "_NO_VALUE") and not hasattr(doctor, "_ALIASES")
 
 
 # -- the doctor command --------------------------------------------------------------------------
@@ -394,7 +681,8 @@ def test_doctor_command_lines_and_exit_code(make_config: ConfigFactory, layout: 
     assert data["ok"] is False and len(data["checks"]) == len(CHECKS)
 
 
-def test_doctor_command_exit_0_when_sound(sound: Config,
-                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_doctor_command_exit_0_when_sound(sound: Config, capsys: pytest.CaptureFixture[str],
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(HOST_FACTS_ENV, on_host()[HOST_FACTS_ENV])
     assert run_command(sound) == 0
     assert all(line.startswith("ok  ") for line in capsys.readouterr().out.splitlines())

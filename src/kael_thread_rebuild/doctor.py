@@ -3,23 +3,41 @@
 Each check is a function of the shared `Facts` returning one `Check`. Nothing here writes: no
 file, no directory, no lock (the operation store is opened only when every directory it would
 create already exists).
+
+Two checks need the Docker engine (orphaned MCP containers, image and daemon versions), which no
+appliance container can reach: the host gathers those facts (`image/run-doctor.sh`, the
+installer's doctor role) and hands them in as JSON in `$KAEL_HOST_FACTS`; without it the two are
+skipped. Paths a long-running container deliberately does not mount are named in
+`$KAEL_UNMOUNTED`, so that their absence is not mistaken for a missing file.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import stat
-from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+import tomllib
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from functools import cached_property
 from pathlib import Path, PurePath
 from typing import Any
 
 import orjson
-from pydantic import BaseModel
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from . import __version__
+from .claude_cli import (
+    NoClaude,
+    StartCommandError,
+    claude_arguments,
+    flag_groups,
+    missing_flags,
+    resume_from_argv,
+)
 from .config import Activation, Config
+from .defaults import CONFIG_ENV, DEFAULT_STATE_DIR
 from .errors import KaelError
 from .operations.model import WAITING, Operation, utcnow
 from .operations.store import DIR_MODE, OperationStore
@@ -31,8 +49,23 @@ from .switching.factory import make_base
 SERVER_NAME = "kael-thread-rebuild"
 MCP_COMMAND = "kael-thread-rebuild-mcp"
 HOOK_COMMAND = "hook-stop"
+#: The appliance's Stop hook wrapper on the host (image/kael-hook): docker exec … hook-stop.
+HOOK_WRAPPER = "kael-hook"
+HOOK_LOG = "hook.log"
+#: How the wrapper's lines in hook.log start; the one that follows failures once it gets through.
+HOOK_WRAPPER_LINE = "hook-wrapper:"
+HOOK_WRAPPER_RECOVERED = "hook-wrapper: reached "
 #: An unsettled operation that has not changed for this long is reported as stuck.
 STUCK_AFTER = timedelta(minutes=10)
+#: JSON facts only the host can gather (Docker); see `HostFacts`.
+HOST_FACTS_ENV = "KAEL_HOST_FACTS"
+#: Host paths doctor reads that this container does not mount (os.pathsep-separated).
+UNMOUNTED_ENV = "KAEL_UNMOUNTED"
+LABEL_PREFIX = "io.kael-thread-rebuild"
+VERSION_LABEL = "org.opencontainers.image.version"
+REVISION_LABEL = "org.opencontainers.image.revision"
+#: How much of the end of hook.log doctor reads.
+HOOK_LOG_TAIL_BYTES = 64 * 1024
 
 
 class Check(BaseModel):
@@ -60,79 +93,7 @@ def _skip(name: str, detail: str) -> Check:
     return Check(name=name, ok=True, detail=detail, skipped=True)
 
 
-# -- Claude Code's command line ------------------------------------------------------------------
-
-# Claude Code 2.1.328 (`claude --help`): options that take no value, so a word after them is the
-# prompt, not their value. Options not listed (including hidden ones such as `--channels`) take
-# the words up to the next option.
-_NO_VALUE = frozenset({
-    "--allow-dangerously-skip-permissions", "--ax-screen-reader", "--background", "--bare",
-    "--brief", "--chrome", "--continue", "--dangerously-skip-permissions", "--desktop",
-    "--disable-slash-commands", "--exclude-dynamic-system-prompt-sections", "--fork-session",
-    "--forward-subagent-text", "--help", "--ide", "--include-hook-events",
-    "--include-partial-messages", "--no-chrome", "--no-session-persistence", "--print",
-    "--replay-user-messages", "--restricted", "--safe-mode", "--strict-mcp-config", "--tmux",
-    "--verbose", "--version",
-})
-_ALIASES = {
-    "-c": "--continue", "-r": "--resume", "-p": "--print", "-d": "--debug", "-n": "--name",
-    "-w": "--worktree", "-h": "--help", "-v": "--version", "--bg": "--background",
-    "--allowedTools": "--allowed-tools", "--disallowedTools": "--disallowed-tools",
-}
-#: Flags that pick the session: the resume command replaces them with its own.
-SESSION_FLAGS = frozenset({"--continue", "--resume", "--session-id", "--fork-session"})
-
-FlagGroup = tuple[str, ...]
-
-
-def is_claude_program(word: str) -> bool:
-    name = PurePath(word).name
-    return name in ("claude", "claude.exe") or (
-        name in ("cli.js", "cli.mjs") and "claude-code" in word)
-
-
-def claude_arguments(argv: Sequence[str]) -> list[str] | None:
-    """The words after the Claude Code program in ARGV (which may start with an interpreter,
-    `env` or a wrapper); None when no word names Claude Code."""
-    for index, word in enumerate(argv):
-        if is_claude_program(word):
-            return list(argv[index + 1:])
-    return None
-
-
-def flag_groups(words: Iterable[str]) -> list[FlagGroup]:
-    """Each option with its values, spelled canonically; session flags and the prompt (words
-    that belong to no option, and everything after `--`) are left out."""
-    groups: list[list[str]] = []
-    current: list[str] | None = None
-    for word in words:
-        if word == "--":
-            break
-        if word.startswith("-") and len(word) > 1:
-            name, equals, value = word.partition("=")
-            name = _ALIASES.get(name, name)
-            current = [name, value] if equals else [name]
-            groups.append(current)
-            if equals or name in _NO_VALUE:
-                current = None
-        elif current is not None:
-            current.append(word)
-    return [tuple(group) for group in groups if group[0] not in SESSION_FLAGS]
-
-
-def missing_flags(live_argv: Sequence[str], resume_command: Sequence[str]) -> list[FlagGroup]:
-    """Options of the live command line that the resume command does not carry (as a multiset:
-    an option given twice must be kept twice)."""
-    live = flag_groups(claude_arguments(live_argv) or [])
-    resume_words = claude_arguments(resume_command)
-    kept = Counter(flag_groups(resume_command[1:] if resume_words is None else resume_words))
-    missing = []
-    for group in live:
-        if kept[group] > 0:
-            kept[group] -= 1
-        else:
-            missing.append(group)
-    return missing
+# -- the live process ------------------------------------------------------------------------
 
 
 def read_cmdline(pid: int) -> list[str] | None:
@@ -153,13 +114,96 @@ _PROCESS_TOKENS = ("pane_pid", "main_pid")
 # -- shared facts --------------------------------------------------------------------------------
 
 
+class HostContainer(BaseModel):
+    """A container as the host's Docker engine lists it: in our spelling, or as the Engine API
+    lists it (`Id`, `Names`, `State`, `Status`, which the installer passes on as it got them)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: str = Field("", validation_alias=AliasChoices("id", "Id", "ID"))
+    name: str = Field("", validation_alias=AliasChoices("name", "Names", "Name"))
+    state: str = Field("", validation_alias=AliasChoices("state", "State"))
+    status: str = Field("", validation_alias=AliasChoices("status", "Status"))
+
+    @field_validator("name", mode="before")
+    @classmethod
+    def _plain_name(cls, value: Any) -> Any:
+        if isinstance(value, list):  # the API's Names: ["/NAME"]
+            value = value[0] if value else ""
+        return value.lstrip("/") if isinstance(value, str) else value  # inspect's /NAME
+
+
+class HostImage(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    ref: str = ""  # what was asked for, e.g. kael-thread-rebuild:latest
+    id: str = ""
+    labels: dict[str, str] | None = None  # Docker gives null for none
+
+
+class HostDaemon(HostContainer):
+    image_id: str = ""
+    image_labels: dict[str, str] | None = None
+    engine: str = ""  # `kael-thread-rebuild --version` in the container, when it runs
+
+
+class HostFacts(BaseModel):
+    """What only the host can see (the Docker engine), gathered by image/run-doctor.sh or the
+    installer's doctor role and passed in as JSON in $KAEL_HOST_FACTS."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    collected_by: str = ""
+    installed_image: HostImage | None = None  # None: not on the host
+    daemons: list[HostDaemon] = []  # containers labelled role=daemon for this instance
+    mcp_containers: list[HostContainer] = []  # containers labelled role=mcp for this instance
+
+
 class Facts:
     """What several checks need, computed once and only when asked for."""
 
-    def __init__(self, config: Config, now: datetime, stuck_after: timedelta) -> None:
+    def __init__(self, config: Config, now: datetime, stuck_after: timedelta,
+                 environ: Mapping[str, str], recover: bool = True) -> None:
         self.config = config
         self.now = now
         self.stuck_after = stuck_after
+        self.environ = environ
+        self.recover = recover
+
+    @cached_property
+    def config_path(self) -> Path | None:
+        """The config file, when the environment names it (as every appliance container's does)."""
+        named = self.environ.get(CONFIG_ENV)
+        return Path(named) if named else None
+
+    @cached_property
+    def unmounted(self) -> frozenset[str]:
+        named = self.environ.get(UNMOUNTED_ENV, "")
+        return frozenset(part for part in named.split(os.pathsep) if part)
+
+    @cached_property
+    def host(self) -> HostFacts | str | None:
+        """The host's facts; None when none were given, a string when they do not parse."""
+        raw = self.environ.get(HOST_FACTS_ENV)
+        if not raw:
+            return None
+        try:
+            return HostFacts.model_validate_json(raw)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in first["loc"]) or "(the document)"
+            return f"${HOST_FACTS_ENV} does not hold the host's facts: {where}: {first['msg']}"
+
+    @cached_property
+    def live_claude_pids(self) -> list[int]:
+        """Claude Code processes alive now that registered in this config dir's session registry
+        (pid and start time agree; the caller must see the host's pids)."""
+        live = []
+        for entry in registry.read_entries(self.claude_config_dir):
+            started = registry.proc_start(entry.pid)
+            if started is not None and entry.proc_start in (None, started):
+                live.append(entry.pid)
+        return live
 
     @cached_property
     def base(self) -> SwitchBase | str:
@@ -360,22 +404,46 @@ def check_session(facts: Facts) -> Check:
                  "only the target's session is written to")
 
 
+def resume_claude_args(resume_command: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The Claude Code arguments of a resume command and the wrappers it was seen through: the
+    wrappers the installer understands (`bash -lc "… claude …"`, `script -qfc`, `su -c`; `env`
+    and `sudo -u` prefixes); a program that names no Claude Code (a start script of the
+    household's own) takes the words after it. Raises StartCommandError for a shell command
+    whose Claude Code words are only known when it runs."""
+    try:
+        resume = resume_from_argv(resume_command)
+    except NoClaude:
+        return list(resume_command[1:]), []
+    return resume.claude_args, resume.wrappers
+
+
 def check_resume_command(facts: Facts) -> Check:
     name, config = "resume_command", facts.config
     process = facts.claude_process
     if isinstance(process, str):
         return _skip(name, f"not checked: {process}")
     pid, argv = process
-    missing = missing_flags(argv, config.resume_command)
+    live_args = claude_arguments(argv) or []
+    try:
+        kept_args, wrappers = resume_claude_args(config.resume_command)
+    except StartCommandError as exc:
+        return _fail(name, f"the flags it gives Claude Code cannot be read: {exc}",
+                     "spell resume_command as an argv, or as a wrapper whose Claude Code words "
+                     "are plain (bash -lc \"cd DIR && exec claude --resume {session_id} …\")")
+    missing = missing_flags(live_args, kept_args)
     if missing:
         shown = ", ".join(" ".join(group) for group in missing)
+        detail = (f"lacks flags of the live Claude Code (pid {pid}): {shown}; the resumed "
+                  "process would run without them (a channel flag lost makes it deaf)")
+        current = orjson.dumps(config.resume_command).decode()
+        if wrappers:  # the flags belong inside the wrapper's command string
+            return _fail(name, detail, f"add {shown} to the Claude Code command inside "
+                                       f"{wrappers[-1]} of resume_command = {current}")
         suggested = [*config.resume_command, *(word for group in missing for word in group)]
-        return _fail(name, f"lacks flags of the live Claude Code (pid {pid}): {shown}; the "
-                           "resumed process would run without them (a channel flag lost makes "
-                           "it deaf)",
-                     f"resume_command = {orjson.dumps(suggested).decode()}")
-    kept = flag_groups(claude_arguments(argv) or [])
-    return _ok(name, f"keeps every flag of the live Claude Code (pid {pid})"
+        return _fail(name, detail, f"resume_command = {orjson.dumps(suggested).decode()}")
+    kept = flag_groups(live_args)
+    through = f" through {' / '.join(wrappers)}" if wrappers else ""
+    return _ok(name, f"keeps every flag of the live Claude Code (pid {pid}){through}"
                      + (f": {', '.join(group[0] for group in kept)}" if kept else ""))
 
 
@@ -387,8 +455,67 @@ def _settings_files(facts: Facts) -> list[Path]:
     return files
 
 
+def _words(command: str) -> list[str]:
+    try:
+        return shlex.split(command)
+    except ValueError:
+        return command.split()
+
+
+def _runs_hook_stop(command: str) -> bool:
+    """Whether a hook command feeds the engine's hook-stop: directly, through `docker exec`, or
+    through the appliance's wrapper `kael-hook`."""
+    return HOOK_COMMAND in command or any(
+        PurePath(word).name == HOOK_WRAPPER for word in _words(command))
+
+
+def _option(words: Sequence[str], name: str) -> str | None:
+    for index, word in enumerate(words):
+        if word == name and index + 1 < len(words):
+            return words[index + 1]
+        if word.startswith(name + "="):
+            return word.partition("=")[2]
+    return None
+
+
+def _same_path(one: str | Path, other: str | Path) -> bool:
+    return os.path.realpath(os.path.expanduser(one)) == os.path.realpath(other)
+
+
+def _peek_config(path: str) -> tuple[str, Path] | None:
+    """(instance, state_dir) of another config file, read the way the hook's fast path reads it;
+    None when it cannot be read from here."""
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    state = Path(str(data.get("state_dir", DEFAULT_STATE_DIR))).expanduser()
+    return str(data.get("instance", "default")), state
+
+
+def _serves_another_instance(facts: Facts, command: str) -> str | None:
+    """Why a hook-stop hook serves another instance than this one; None when it serves this one
+    or nothing in it says otherwise (a hook without --config takes $KAEL_REBUILD_CONFIG)."""
+    words = _words(command)
+    config = facts.config
+    state_dir = _option(words, "--state-dir")
+    if state_dir is not None and not _same_path(state_dir, config.state_dir):
+        return f"its --state-dir is {state_dir}, not {config.state_dir}"
+    config_path = _option(words, "--config")
+    if config_path is None or (facts.config_path is not None
+                               and _same_path(config_path, facts.config_path)):
+        return None
+    other = _peek_config(config_path)
+    if other is not None and (other[0] != config.instance
+                              or not _same_path(other[1], config.state_dir)):
+        return f"its --config {config_path} is instance {other[0]!r} with state dir {other[1]}"
+    return None
+
+
 def check_stop_hook(facts: Facts) -> Check:
     name = "stop_hook"
+    ours: list[tuple[Path, str]] = []
+    others: list[str] = []
     problems = []
     for path in _settings_files(facts):
         data, problem = _read_json(path)
@@ -397,26 +524,107 @@ def check_stop_hook(facts: Facts) -> Check:
         for group in _list(_dict(data, "hooks"), "Stop"):
             for hook in _list(group, "hooks"):
                 command = hook.get("command") if isinstance(hook, dict) else None
-                if isinstance(command, str) and HOOK_COMMAND in command:
-                    return _ok(name, f"in {path}")
+                if not (isinstance(command, str) and _runs_hook_stop(command)):
+                    continue
+                why = _serves_another_instance(facts, command)
+                if why is None:
+                    ours.append((path, command))
+                else:
+                    others.append(f"{command!r} in {path} ({why})")
+    if facts.config.activation is Activation.pointer:
+        if ours:
+            path, command = ours[0]
+            return _fail(name, f"{path} has a Stop hook for this instance ({command}), but with "
+                               "activation 'pointer' the runner passes every Stop to hook-stop "
+                               "itself: each Stop would reach the engine twice "
+                               "(docs/pointer-runner.md)",
+                         f"remove that entry from hooks.Stop in {path}")
+        return _skip(name, "not used with activation 'pointer': the runner passes every Stop to "
+                           "hook-stop itself (docs/pointer-runner.md); no settings file has one "
+                           "for this instance, as it should be")
+    if ours:
+        path, command = ours[0]
+        return _ok(name, f"in {path}: {command}")
     where = facts.claude_config_dir / "settings.json"
-    detail = f"no Stop hook running `{HOOK_COMMAND}` in {where}"
+    detail = (f"no Stop hook running `{HOOK_WRAPPER}` or `{HOOK_COMMAND}` for this instance "
+              f"in {where}")
+    if others:
+        detail += f"; only hooks of another instance: {'; '.join(others)}"
     if problems:
         detail += f" ({'; '.join(problems)})"
     return _fail(name, detail,
-                 f"add {{\"type\": \"command\", \"command\": \"kael-thread-rebuild --config "
-                 f"<config> {HOOK_COMMAND}\", \"timeout\": 10}} to hooks.Stop[].hooks in {where} "
-                 "(Claude Code has been seen dropping `hooks` when it rewrites the file)")
+                 f"add {{\"type\": \"command\", \"command\": \"{HOOK_WRAPPER} --container "
+                 "<daemon container> --config <config> --state-dir <state dir>\", \"timeout\": "
+                 f"10}} (the appliance; `kael-thread-rebuild --config <config> {HOOK_COMMAND}` "
+                 f"where the engine runs on the host) to hooks.Stop[].hooks in {where}, or re-run "
+                 "the installer (Claude Code has been seen dropping `hooks` when it rewrites the "
+                 "file)")
 
 
-def _global_state_files(facts: Facts) -> list[Path]:
-    # With CLAUDE_CONFIG_DIR set Claude Code keeps its global state in that dir; unset, the
-    # config dir is ~/.claude and the state is ~/.claude.json.
-    default = Path.home() / ".claude"
-    files = [facts.claude_config_dir / ".claude.json"]
-    if os.path.realpath(facts.claude_config_dir) == os.path.realpath(default):
-        files.append(Path.home() / ".claude.json")
-    return files
+def _tail(path: Path, size: int) -> str:
+    with path.open("rb") as file:
+        file.seek(0, os.SEEK_END)
+        length = file.tell()
+        file.seek(max(0, length - size))
+        data = file.read()
+    if length > size:
+        data = data.partition(b"\n")[2]  # a cut first line is no line
+    return data.decode("utf-8", "replace")
+
+
+def _message(line: str) -> str:
+    return line.partition(" ")[2]  # after the timestamp
+
+
+def check_hook_delivery(facts: Facts) -> Check:
+    """The last Stop that left a trace in hook.log reached the engine. The wrapper logs
+    `hook-wrapper: …` when it could not reach the daemon, and `hook-wrapper: reached … again`
+    at the first Stop that does after that; hook-stop logs `hook-stop…` for the Stops it
+    records. A Stop that reached the engine and found nothing waiting leaves no line."""
+    name = "hook_delivery"
+    path = facts.config.state_dir / HOOK_LOG
+    try:
+        tail = _tail(path, HOOK_LOG_TAIL_BYTES)
+    except FileNotFoundError:
+        return _ok(name, f"no {path} yet: no Stop has failed to reach the engine")
+    except OSError as exc:
+        return _fail(name, f"{path} cannot be read: {exc.strerror or exc}",
+                     f"chown {path} to the Claude Code user, mode 0600")
+    last = None
+    for line in tail.splitlines():
+        if _message(line).startswith((HOOK_WRAPPER_LINE, HOOK_COMMAND)):
+            last = line
+    if last is None:
+        return _ok(name, f"no Stop has failed to reach the engine ({path})")
+    message = _message(last)
+    if message.startswith(HOOK_COMMAND):
+        return _ok(name, f"the last logged Stop reached the engine: {last}")
+    if message.startswith(HOOK_WRAPPER_RECOVERED):
+        return _ok(name, f"the hook reaches the daemon again: {last}")
+    container = re.search(r"docker exec into (\S+) failed", message)
+    start = f"docker start {container.group(1)}" if container else "docker start <daemon>"
+    return _fail(name, f"the last Stop did not reach the engine: {last}",
+                 f"start the daemon container ({start}, or image/run-daemon.sh, or re-run the "
+                 "installer); if it runs, fix what the line says (e.g. the Claude Code user may "
+                 "not use the Docker socket). The check clears with the next Stop that gets "
+                 "through")
+
+
+def global_state_files(config_dir: Path, home: Path | None = None) -> list[Path]:
+    """Where Claude Code may keep its global state (user-scope MCP servers) for CONFIG_DIR: in
+    it (CLAUDE_CONFIG_DIR set), or with CLAUDE_CONFIG_DIR unset, where the config dir is
+    ~/.claude, beside it as ~/.claude.json."""
+    home = Path.home() if home is None else home
+    files = [config_dir / ".claude.json"]
+    if config_dir.name == ".claude":
+        files.append(config_dir.parent / ".claude.json")
+    if os.path.realpath(config_dir) == os.path.realpath(home / ".claude"):
+        files.append(home / ".claude.json")
+    unique: list[Path] = []
+    for file in files:
+        if file not in unique:
+            unique.append(file)
+    return unique
 
 
 def _names_our_server(name: str, entry: Any) -> bool:
@@ -434,7 +642,12 @@ def check_mcp_server(facts: Facts) -> Check:
     project_keys = {str(workdir), os.path.realpath(workdir)} if workdir else set()
     sources: list[tuple[str, Path, dict[str, Any]]] = []
     problems = []
-    for path in _global_state_files(facts):
+    unseen = []
+    state_files = global_state_files(facts.claude_config_dir)
+    for path in state_files:
+        if str(path) in facts.unmounted and not path.exists():
+            unseen.append(path)
+            continue
         data, problem = _read_json(path)
         if problem:
             problems.append(problem)
@@ -451,12 +664,108 @@ def check_mcp_server(facts: Facts) -> Check:
         for server, entry in servers.items():
             if _names_our_server(server, entry):
                 return _ok(name, f"{server!r} ({scope}, {path})")
-    detail = f"no MCP server {SERVER_NAME!r} in {_global_state_files(facts)[0]}"
+    if unseen:
+        shown = ", ".join(str(path) for path in unseen)
+        return _skip(name, f"not checked here: {shown} is not mounted in this container (Claude "
+                           "Code replaces it by rename, so only a one-off container can show "
+                           "it); image/run-doctor.sh and the installer's doctor check it")
+    detail = f"no MCP server {SERVER_NAME!r} in {state_files[0]}"
     if problems:
         detail += f" ({'; '.join(problems)})"
     return _fail(name, detail,
                  f"claude mcp add --scope user {SERVER_NAME} -- {MCP_COMMAND} --config <config> "
-                 f"(with CLAUDE_CONFIG_DIR={facts.claude_config_dir} when that is not ~/.claude)")
+                 "(the appliance: -- followed by the lines of image/mcp-command.sh) as the Claude "
+                 f"Code user, with CLAUDE_CONFIG_DIR={facts.claude_config_dir} when that is not "
+                 "~/.claude")
+
+
+_NEEDS_THE_HOST = ("not checked here: it needs the Docker engine, which no appliance container "
+                   "reaches; image/run-doctor.sh and the installer's doctor (playbooks/doctor.yml) "
+                   "check it on the host")
+
+
+def check_mcp_containers(facts: Facts) -> Check:
+    """No MCP server container left behind: every one of the instance runs, and no more run
+    than there are live Claude Code processes (each starts one)."""
+    name, host = "mcp_containers", facts.host
+    if host is None:
+        return _skip(name, _NEEDS_THE_HOST)
+    if isinstance(host, str):
+        return _fail(name, host, "report this; it is how the host passes what it saw")
+    # One that is "removing" is on its way out (--rm after its Claude Code exited).
+    containers = [c for c in host.mcp_containers if c.state != "removing"]
+    stopped = [c for c in containers if c.state != "running"]
+    running = [c for c in containers if c.state == "running"]
+    live = facts.live_claude_pids
+    registry_dir = registry.registry_dir(facts.claude_config_dir)
+    problems = []
+    if stopped:
+        problems.append(f"{len(stopped)} not running: " + ", ".join(
+            f"{c.name or c.id[:12]} ({c.status or c.state})" for c in stopped))
+    if len(running) > len(live):
+        problems.append(f"{len(running)} running for {len(live)} live Claude Code process(es) "
+                        f"in {registry_dir}: " + ", ".join(c.name or c.id[:12] for c in running))
+    if problems:
+        leftovers = stopped + (running if len(running) > len(live) else [])
+        names = " ".join(c.name or c.id[:12] for c in leftovers)
+        return _fail(name, f"MCP server containers of instance {facts.config.instance!r} left "
+                           f"behind: {'; '.join(problems)}",
+                     f"docker rm -f the ones no live Claude Code uses (of: {names}); a Claude "
+                     "Code restarted later starts its own")
+    return _ok(name, f"{len(running)} running for {len(live)} live Claude Code process(es), "
+                     "none left behind")
+
+
+def _short(image_id: str) -> str:
+    return image_id.removeprefix("sha256:")[:12] or "?"
+
+
+def check_versions(facts: Facts) -> Check:
+    """The daemon runs the installed image, and the engine inside it is that image's version."""
+    name, host, instance = "versions", facts.host, facts.config.instance
+    if host is None:
+        return _skip(name, _NEEDS_THE_HOST)
+    if isinstance(host, str):
+        return _fail(name, host, "report this; it is how the host passes what it saw")
+    restart = ("restart the daemon on the installed image: image/run-daemon.sh --config <config> "
+               "--image <image>, or re-run the installer")
+    if not host.daemons:
+        return _fail(name, f"no daemon container of instance {instance!r} "
+                           f"(label {LABEL_PREFIX}.instance={instance})",
+                     "start it: image/run-daemon.sh --config <config>, or re-run the installer")
+    if len(host.daemons) > 1:
+        return _fail(name, f"{len(host.daemons)} daemon containers of instance {instance!r}: "
+                           + ", ".join(d.name for d in host.daemons),
+                     "docker rm -f all but the one the installer or run-daemon.sh named")
+    daemon, image = host.daemons[0], host.installed_image
+    if image is None:
+        return _fail(name, "the installed image is not on this host",
+                     "load it (gunzip -c kael-thread-rebuild-<version>.tar.gz | docker load) or "
+                     "pull it, then " + restart)
+    daemon_version = (daemon.image_labels or {}).get(VERSION_LABEL, "unknown")
+    image_version = (image.labels or {}).get(VERSION_LABEL, "unknown")
+    engine = daemon.engine.split()[-1] if daemon.engine.split() else ""
+    problems = []
+    if daemon.state != "running":
+        problems.append(f"the daemon container {daemon.name} is {daemon.status or daemon.state}")
+    if daemon_version != image_version:
+        problems.append(f"the daemon {daemon.name} runs version {daemon_version} "
+                        f"({_short(daemon.image_id)}) but {image.ref} is {image_version} "
+                        f"({_short(image.id)})")
+    elif daemon.image_id != image.id:
+        problems.append(
+            f"the daemon {daemon.name} runs another build of {daemon_version} than {image.ref}: "
+            f"{_short(daemon.image_id)} (revision "
+            f"{(daemon.image_labels or {}).get(REVISION_LABEL, 'unknown')}) instead of "
+            f"{_short(image.id)} (revision {(image.labels or {}).get(REVISION_LABEL, 'unknown')})")
+    if daemon.state == "running" and engine != daemon_version:
+        problems.append(f"the engine in the daemon says {engine or 'nothing'} for image version "
+                        f"{daemon_version}")
+    if problems:
+        fix = restart if daemon.state == "running" else f"docker start {daemon.name}; {restart}"
+        return _fail(name, "; ".join(problems), fix)
+    return _ok(name, f"the daemon {daemon.name} runs {image.ref} {image_version} "
+                     f"({_short(image.id)}), engine {engine}; this doctor {__version__}")
 
 
 def check_operations(facts: Facts) -> Check:
@@ -473,7 +782,7 @@ def check_operations(facts: Facts) -> Check:
         current = f"; {unsettled[-1].operation_id} is {unsettled[-1].status.value}" \
             if unsettled else ""
         return _ok(name, f"none stuck{current}")
-    recovered = _recover_without_daemon(facts, store)
+    recovered = _recover_without_daemon(facts, store) if facts.recover else []
     if recovered:
         return _ok(name, "no daemon was running; recovered " + "; ".join(
             f"{op.operation_id} -> {op.status.value}" + (f" ({op.error})" if op.error else "")
@@ -513,8 +822,7 @@ def _stuck_fix(op: Operation) -> str:
 
 CheckFn = Callable[[Facts], Check]
 
-#: The checks, in the order they are shown. Appliance checks (image and daemon versions,
-#: orphaned MCP containers) join this tuple as further read-only `Facts -> Check` functions.
+#: The checks, in the order they are shown. The last two need the host's facts.
 CHECKS: tuple[CheckFn, ...] = (
     check_project_dir,
     check_claude_workdir,
@@ -523,15 +831,23 @@ CHECKS: tuple[CheckFn, ...] = (
     check_session,
     check_resume_command,
     check_stop_hook,
+    check_hook_delivery,
     check_mcp_server,
     check_operations,
+    check_mcp_containers,
+    check_versions,
 )
 
 
 def run_doctor(config: Config, *, checks: Sequence[CheckFn] = CHECKS,
-               now: datetime | None = None,
-               stuck_after: timedelta = STUCK_AFTER) -> DoctorReport:
-    facts = Facts(config, now or utcnow(), stuck_after)
+               now: datetime | None = None, stuck_after: timedelta = STUCK_AFTER,
+               environ: Mapping[str, str] | None = None,
+               recover: bool = True) -> DoctorReport:
+    """Every check against CONFIG; ENVIRON (default: this process's) may name the config file,
+    the host's facts and the paths this container does not mount. RECOVER: settle stuck
+    operations when no daemon runs (the command line does; the read-only MCP tool does not)."""
+    facts = Facts(config, now or utcnow(), stuck_after,
+                  os.environ if environ is None else environ, recover)
     results = []
     for check in checks:
         try:

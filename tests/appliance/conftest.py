@@ -26,7 +26,10 @@ def dock() -> docker.DockerClient:
 
 @pytest.fixture(scope="session")
 def image(dock: docker.DockerClient) -> str:
-    return engine.ensure_image(dock)
+    """The image's id, not its tag: another build on this machine may move the tag meanwhile,
+    and doctor's version check compares the daemon's image with the one it is given."""
+    image_id: str = dock.images.get(engine.ensure_image(dock)).id
+    return image_id
 
 
 @pytest.fixture

@@ -136,16 +136,18 @@ class Instance:
             raise RuntimeError(f"mcp-command.sh failed: {done.stderr}")
         return done.stdout.splitlines()
 
-    def doctor(self, config_path: Path, user: str) -> dict[str, Any]:
-        """`image/run-doctor.sh --json`: doctor's report, from a one-off container."""
+    def doctor(self, config_path: Path, user: str, image: str | None = None) -> dict[str, Any]:
+        """`image/run-doctor.sh --json` (IMAGE: the installed image; default this instance's):
+        doctor's report, from a one-off container; its exit status agrees with the report."""
         done = subprocess.run([str(RUN_DOCTOR), "--config", str(config_path), "--user", user,
-                               "--image", self.image, "--", "--json"],
+                               "--image", image or self.image, "--", "--json"],
                               capture_output=True, text=True, timeout=120, check=False)
         try:
             report: dict[str, Any] = orjson.loads(done.stdout)
         except orjson.JSONDecodeError:
             raise RuntimeError(f"run-doctor.sh gave no report (exit {done.returncode}): "
                                f"{done.stdout}{done.stderr}") from None
+        assert (done.returncode == 0) == report["ok"], (done.returncode, report)
         return report
 
     def hook_command(self, config_path: Path, state_dir: Path) -> list[str]:

@@ -3,14 +3,26 @@ resume command that keeps every flag word for word (the 0815 "deaf process" inci
 
 from __future__ import annotations
 
+import json
 import shlex
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from kael_thread_rebuild import doctor, paths
+from kael_thread_rebuild import claude_cli, doctor, paths
 from kael_thread_rebuild.config import parse_config
-from tests.installer.conftest import INCIDENT_FLAGS, RunModule, load_module_utils
+from tests.installer.conftest import (
+    INCIDENT_FLAGS,
+    REPO,
+    ROLE,
+    VENV_BIN,
+    RunModule,
+    ansible_env,
+    load_module_utils,
+)
 
 cli = load_module_utils("kael_claude_cli")
 R = "{session_id}"
@@ -208,26 +220,44 @@ def test_module_wants_exactly_one_source(run_module: RunModule) -> None:
 
 # -- one logic with the engine's doctor -------------------------------------------------------
 
-PARITY_ARGV = [
-    ["claude", *INCIDENT_FLAGS, "--continue"],
-    ["claude", "-p", "hello", "--model", "opus", "-r", UUID],
-    ["node", "/x/claude-code/cli.js", "--allowedTools", "Bash", "Read", "--verbose", "prompt"],
-    ["env", "A=1", "claude", "--mcp-config=/m.json", "--", "--not-a-flag"],
-    ["claude", "--channels", "a", "--channels", "a", "--bare"],
-    ["python", "x.py"],
-]
+PACKAGE_CLI = REPO / "src" / "kael_thread_rebuild" / "claude_cli.py"
+ROLE_CLI = ROLE / "module_utils" / "kael_claude_cli.py"
 
 
-@pytest.mark.parametrize("argv", PARITY_ARGV)
-def test_same_parsing_as_the_doctor(argv: list[str]) -> None:
-    assert cli.claude_arguments(argv) == doctor.claude_arguments(argv)
-    words = doctor.claude_arguments(argv) or []
-    assert cli.flag_groups(words) == doctor.flag_groups(words)
-    for resume in (["claude", "--resume", R], ["claude", "--resume", R, *INCIDENT_FLAGS]):
-        assert [tuple(g) for g in cli.missing_flags(words, resume[1:])] == \
-            doctor.missing_flags(argv, resume)
-    assert cli.NO_VALUE == doctor._NO_VALUE and cli.ALIASES == doctor._ALIASES
-    assert cli.SESSION_FLAGS == doctor.SESSION_FLAGS
+def test_the_module_utils_file_is_the_packages_module() -> None:
+    """The doctor and the installer share one parser: the role's module_utils file is a link to
+    the package's claude_cli.py (Ansible ships what the link points to; see the next test)."""
+    assert ROLE_CLI.is_symlink()
+    assert ROLE_CLI.resolve() == PACKAGE_CLI.resolve()
+    assert ROLE_CLI.read_bytes() == PACKAGE_CLI.read_bytes()
+    assert cli.missing_flags.__code__.co_filename == str(ROLE_CLI)
+    assert doctor.missing_flags is claude_cli.missing_flags  # the doctor imports it, no copy
+
+
+def test_ansible_ships_the_linked_module_utils_to_the_host(tmp_path: Path) -> None:
+    """A real `ansible localhost -m claude_start_command`: the module runs on the "managed host"
+    with the module_utils that the symlink names, byte for byte."""
+    env = ansible_env(tmp_path)
+    env.update({"ANSIBLE_LIBRARY": str(ROLE / "library"),
+                "ANSIBLE_MODULE_UTILS": str(ROLE / "module_utils"),
+                "ANSIBLE_KEEP_REMOTE_FILES": "1"})
+    start = ["bash", "-lc", "claude --continue " + shlex.join(INCIDENT_FLAGS)]
+    proc = subprocess.run(
+        [str(VENV_BIN / "ansible"), "localhost", "-c", "local", "-m", "claude_start_command",
+         "-e", f"ansible_python_interpreter={sys.executable}", "-a",
+         json.dumps({"argv": start})], cwd=tmp_path, env=env, capture_output=True, text=True,
+        timeout=120, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = json.loads(proc.stdout.partition(" => ")[2])
+    assert result["resume_command"] == [
+        "bash", "-lc", "claude --resume " + R + " " + shlex.join(INCIDENT_FLAGS)]
+    assert result["wrappers"] == ["bash -lc"]
+    (payload,) = (tmp_path / "ansible-remote").glob("*/AnsiballZ_claude_start_command.py")
+    exploded = subprocess.run([sys.executable, str(payload), "explode"], cwd=payload.parent,
+                              capture_output=True, text=True, timeout=60, check=False)
+    assert exploded.returncode == 0, exploded.stdout + exploded.stderr
+    shipped = payload.parent / "debug_dir" / "ansible" / "module_utils" / "kael_claude_cli.py"
+    assert not shipped.is_symlink() and shipped.read_bytes() == PACKAGE_CLI.read_bytes()
 
 
 @pytest.mark.parametrize("workdir", ["/home/user/my_proj.v2", "/srv/家/claude", "/" + "x" * 260,

@@ -47,7 +47,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser],
         "doctor", parents=[parent], help="check everything a switch needs (read-only)",
         description="Check the project dir and workdir encoding, the state dir, the target and "
                     "the session it runs, that resume_command keeps every flag of the live "
-                    "Claude Code, the Stop hook, the MCP registration and that no operation is "
-                    "stuck. One line per check; `skip` means it cannot be known from here. "
-                    "Writes nothing. Exit 1 when any check fails.")
+                    "Claude Code, the Stop hook and whether its last calls reached the daemon, "
+                    "the MCP registration and containers, image and daemon versions (with the "
+                    "host's facts, see image/run-doctor.sh) and that no operation is stuck. One "
+                    "line per check; `skip` means it cannot be known from here. It changes "
+                    "nothing, except that with no daemon running it settles stuck operations "
+                    "as a daemon start would. Exit 1 when any check fails.")
     doctor.set_defaults(handler=_doctor)

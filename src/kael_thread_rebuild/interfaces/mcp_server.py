@@ -102,9 +102,9 @@ def build_server(config: Config) -> MCPServer[Any]:
     @server.tool(annotations=_READ_ONLY)
     def thread_rebuild_doctor() -> DoctorReport:
         """Check everything a rebuild and switch needs (read-only): project dir, workdir, state
-        dir, target, running session, resume command flags, Stop hook, MCP registration, stuck
-        operations."""
-        return run_doctor(config)
+        dir, target, running session, resume command flags, Stop hook and its delivery, MCP
+        registration and containers, stuck operations, image and daemon versions."""
+        return run_doctor(config, recover=False)
 
     @server.tool(annotations=_READ_ONLY)
     def thread_rebuild_dirty(transcript: Transcript = None) -> DirtyReport:
