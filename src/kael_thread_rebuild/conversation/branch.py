@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from .table import BOUNDARY, NO_PARENT, SIDECHAIN, TOOL_RESULT, Kind, RecordTable
 
 BRIDGE_MS = 5000.0
-CONVERSATION = (Kind.user, Kind.assistant)
+# Plain ints: these loops run over every record of a large file.
+CONVERSATION = frozenset({int(Kind.user), int(Kind.assistant)})
+ASSISTANT = int(Kind.assistant)
 
 
 @dataclass(slots=True)
@@ -54,8 +56,9 @@ class _Bridge:
 
 
 def active_branch(table: RecordTable) -> Branch:
-    kinds = table.kinds
-    main = array("q", (row for row in range(len(table)) if table.live(row)))
+    kinds, flags, superseded = table.kinds, table.flags, table.superseded
+    main = array("q", [row for row in range(len(table))
+                       if not flags[row] & SIDECHAIN and row not in superseded])
     conversation = [row for row in main if kinds[row] in CONVERSATION]
     if not conversation:
         return Branch([], 0, False, 0, None)
@@ -98,21 +101,22 @@ def active_branch(table: RecordTable) -> Branch:
 def _with_parallel_siblings(table: RecordTable, path: list[int], main: array[int],
                             on_path: set[int]) -> list[int]:
     """Add off-path records of on-path API messages; each message's records in file order."""
-    messages = table.messages
-    wanted = {messages[row] for row in path if messages[row] >= 0}
+    messages, kinds, flags, superseded = table.messages, table.kinds, table.flags, table.superseded
     groups: dict[int, list[int]] = {}
     recovered = False
-    for row in main:
+    for row in path:
         code = messages[row]
-        if code in wanted and table.kinds[row] == Kind.assistant:
-            groups.setdefault(code, []).append(row)
-            recovered = recovered or row not in on_path
+        if code >= 0 and kinds[row] == ASSISTANT and code not in groups:
+            rows = [r for r in table.message_rows[code] if kinds[r] == ASSISTANT
+                    and not flags[r] & SIDECHAIN and r not in superseded]
+            groups[code] = rows
+            recovered = recovered or any(r not in on_path for r in rows)
     if not recovered:
         return path
     ordered: list[int] = []
     for row in path:
         code = messages[row]
-        if code < 0 or table.kinds[row] != Kind.assistant:
+        if code < 0 or kinds[row] != ASSISTANT:
             ordered.append(row)
         elif code in groups:
             ordered.extend(groups.pop(code))
@@ -126,11 +130,12 @@ def _abandoned(table: RecordTable, main: array[int], branch: list[int]) -> int:
     and are not abandoned.
     """
     included = set(branch)
+    kinds, flags = table.kinds, table.flags
     count = 0
     for row in main:
-        if table.kinds[row] not in CONVERSATION or row in included:
+        if kinds[row] not in CONVERSATION or row in included:
             continue
-        if table.flags[row] & TOOL_RESULT and table.parent_of(row) in included:
+        if flags[row] & TOOL_RESULT and table.parent_of(row) in included:
             continue
         count += 1
     return count

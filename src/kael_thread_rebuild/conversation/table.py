@@ -51,6 +51,9 @@ class RecordTable:
     lines: array[int] = field(default_factory=lambda: array("q"))
     messages: array[int] = field(default_factory=lambda: array("q"))
     message_codes: dict[str, int] = field(default_factory=dict)
+    # The rows of each API message, in file order (index: message code): parallel tool calls
+    # leave some of them off the walked path, and they are found here without a full scan.
+    message_rows: list[list[int]] = field(default_factory=list)
     pending_parents: dict[int, str] = field(default_factory=dict)
     logical_parents: dict[int, str] = field(default_factory=dict)
     superseded: dict[int, int] = field(default_factory=dict)
@@ -76,6 +79,9 @@ class RecordTable:
         self.lines.append(line)
         if isinstance(message_id, str):
             code = self.message_codes.setdefault(message_id, len(self.message_codes))
+            if code == len(self.message_rows):
+                self.message_rows.append([])
+            self.message_rows[code].append(row)
             self.messages.append(code)
         else:
             self.messages.append(-1)
@@ -120,6 +126,11 @@ class RecordTable:
         codes = {code: self.message_codes.setdefault(message, len(self.message_codes))
                  for message, code in later.message_codes.items()}
         self.messages.extend(codes[code] if code >= 0 else -1 for code in later.messages)
+        for code, rows in enumerate(later.message_rows):
+            merged = codes[code]
+            if merged == len(self.message_rows):
+                self.message_rows.append([])
+            self.message_rows[merged].extend(row + offset for row in rows)
         self.pending_parents.update((row + offset, u) for row, u in later.pending_parents.items())
         self.logical_parents.update((row + offset, u) for row, u in later.logical_parents.items())
         self.superseded.update((old + offset, new + offset)

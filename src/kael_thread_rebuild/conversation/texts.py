@@ -30,7 +30,7 @@ def read_texts(path: Path, items: Sequence[Item], speech_tool_patterns: Iterable
                     record = read_line(handle.fileno(), item.offset, item.length)
                     said = [speech.text for speech in speech_of(record)]
                     cache = {item.offset: said}
-                text = said[item.index] if item.index < len(said) else ""
+                text = said[item.slot] if item.slot < len(said) else ""
                 if hashlib.sha256(text.encode()).hexdigest() != item.sha256:
                     raise InputError(f"{path} changed at line {item.source_line} after it was "
                                      "planned; plan again")

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from .records import Origin, Role, RowSpeech
 
 
-@dataclass(slots=True, frozen=True)
-class Item:
+class Item(NamedTuple):
     """One speech item of the plan. Its words are not held: `texts.read_texts` reads them from
-    the source line at OFFSET (item INDEX of that record) and checks them against SHA256."""
+    the source line at OFFSET (item SLOT of that record) and checks them against SHA256.
+    (A named tuple: a large session has tens of thousands, made in one loop.)"""
 
     role: Role
     origin: Origin
@@ -28,7 +29,7 @@ class Item:
     cjk: int
     offset: int
     length: int
-    index: int
+    slot: int
 
 
 @dataclass(slots=True)
@@ -55,14 +56,15 @@ def build_turns(rows: list[int], speech: Mapping[int, RowSpeech],
                 lines: Sequence[int]) -> Turns:
     turns: list[Turn] = []
     leading = 0
+    make = Item._make  # skips the keyword handling of Item(...): tens of thousands of calls
     for row in rows:
         found = speech.get(row)
         if found is None:
             continue
         for index, said in enumerate(found.items):
-            item = Item(said.role, said.origin, found.uuid, lines[row], found.timestamp,
-                        said.sha256, said.utf8_bytes, said.chars, said.cjk, found.offset,
-                        found.length, index)
+            item = make((said.role, said.origin, found.uuid, lines[row], found.timestamp,
+                         said.sha256, said.utf8_bytes, said.chars, said.cjk, found.offset,
+                         found.length, index))
             if said.role is Role.user:
                 if not turns or turns[-1].assistant:
                     turns.append(Turn())
