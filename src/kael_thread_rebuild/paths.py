@@ -3,45 +3,19 @@
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from . import claude_cli
 from .errors import InputError, Refused, UsageError
 
 if TYPE_CHECKING:
     from .config import Config
 
 MANIFEST_SUFFIX = ".manifest.json"
-_NON_ALNUM = re.compile(r"[^a-zA-Z0-9]")
-
-
-def _java_hash(text: str) -> int:
-    """Java's String.hashCode over UTF-16 code units, as a signed 32-bit integer."""
-    data = text.encode("utf-16-le")
-    value = 0
-    for index in range(0, len(data), 2):
-        value = (value * 31 + (data[index] | data[index + 1] << 8)) & 0xFFFFFFFF
-    return value - (1 << 32) if value & 0x80000000 else value
-
-
-def _base36(number: int) -> str:
-    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
-    out = ""
-    while True:
-        number, rest = divmod(number, 36)
-        out = digits[rest] + out
-        if number == 0:
-            return out
-
-
 def encode_project_dir(workdir: str | os.PathLike[str]) -> str:
     """Claude Code's folder name for a working directory (of its physical path)."""
-    path = str(workdir)
-    name = _NON_ALNUM.sub("-", path)
-    if len(name) <= 200:
-        return name
-    return f"{name[:200]}-{_base36(abs(_java_hash(path)))}"
+    return claude_cli.encode_project_dir(str(workdir))
 
 
 def is_candidate(path: Path) -> bool:
