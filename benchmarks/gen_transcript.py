@@ -175,7 +175,7 @@ class TranscriptWriter:
         self.snapshot_policy = snapshot_policy
         self.stats = Stats(seed=seed, target_bytes=target_bytes)
         self.session_id = self.uuid4()
-        self.cwd = "/home/user/work/" + self.rng.choice(("atlas", "harbor", "lumen", "quarry"))
+        self.cwd = "/home/user/projects/" + self.rng.choice(("atlas", "harbor", "lumen", "quarry"))
         self.enc_cwd = "".join(c if c.isalnum() else "-" for c in self.cwd)
         self.clock_ms = 1_793_520_000_000  # 2026-11-01T08:00:00Z
         self.last_day = ""
