@@ -17,9 +17,7 @@ from pathlib import Path
 import pytest
 
 from kael_thread_rebuild.doctor import SERVER_NAME
-from kael_thread_rebuild.operations.model import OperationStatus
-from tests.drill import live, procs
-from tests.drill.test_tmux_drill import _assert_old_transcript_kept
+from tests.drill import live, procs, steps
 from tests.guard import tmux_socket_dir
 from tests.support.claude_env import (
     DEFAULT_ALLOW,
@@ -29,12 +27,10 @@ from tests.support.claude_env import (
     make_claude_env,
     tmux_available,
 )
-from tests.support.fidelity import conversation_texts, non_text_block_types
 from tests.support.standin_api import StandinAPI
 
 from . import engine
 
-S = OperationStatus
 pytestmark = [
     pytest.mark.real_claude,
     pytest.mark.skipif(not claude_available(), reason="the Claude Code binary is not installed"),
@@ -104,7 +100,6 @@ def test_the_daemon_container_switches_the_host_pane_and_rolls_back(
         assert [c.status for c in appliance.containers("mcp")] == ["running"]
         old = drill.registry_session()
         assert old is not None
-        old_path = drill.env.session_path(old)
         # Doctor from the appliance, as households run it: every check passes, none is skipped
         # (the workdir, settings.json with the kael-hook wrapper and .claude.json are mounted;
         # the host's Docker engine tells of the one live MCP container and the versions).
@@ -117,44 +112,10 @@ def test_the_daemon_container_switches_the_host_pane_and_rolls_back(
         assert checks["mcp_containers"].startswith("1 running for 1 live Claude Code")
         assert f"the daemon {appliance.daemon_name} runs {appliance.image}" in checks["versions"]
 
-        drill.turn(live.P_REBUILD, live.A_REBUILD_DONE)
-        op = procs.wait_for_status(drill.config, procs.SETTLED, timeout=60)
-
-        assert op.status is S.activated, op.error
-        assert op.requested_by == "mcp" and op.source_session_id == old
-        new = op.new_session_id
-        assert new is not None and new != old
-        _assert_old_transcript_kept(op, old_path)
-        assert drill.pane()[0] == pane_id
-        new_pid = drill.pane()[1]
-        assert new_pid != old_pid
-        assert op.identity_before is not None and op.identity_after is not None
-        assert op.identity_before.token == {"pane_id": pane_id, "pane_pid": str(old_pid)}
-        assert op.identity_after.token == {"pane_id": pane_id, "pane_pid": str(new_pid)}
-        assert op.resume_argv is not None and op.resume_argv[-2:] == ["--resume", new]
-
-        drill.wait_ready(new)
-        drill.turn(live.P_AFTER, live.A_AFTER)
-        (body,) = drill.requests_with(live.P_AFTER)
-        assert conversation_texts(body) == [*live.OLD_SPEECH, ("user", live.P_AFTER)]
-        assert non_text_block_types(body) == set()
+        op = steps.rebuild_through_mcp(drill, pane_id, old_pid, old)
         # The old process's MCP container went with it; the new process has its own.
         engine.wait_gone(lambda: len(appliance.containers("mcp")) > 1, timeout=10)
-
-        asked = drill.cli("rollback", "--operation", op.operation_id, "--confirm", "ROLLBACK")
-        assert asked.returncode == 0, asked.stderr
-        assert "rollback_pending" in asked.stdout
-        drill.turn(live.P_BACK, live.A_BACK)
-        op = procs.wait_for_status(drill.config, procs.SETTLED, timeout=60)
-
-        assert op.status is S.rolled_back and op.rollback_ok is True, op.error
-        assert op.rollback_argv is not None and op.rollback_argv[-2:] == ["--resume", old]
-        drill.wait_ready(old)
-        assert drill.pane()[0] == pane_id
-        drill.turn(live.P_OLD, live.A_OLD)
-        (body,) = drill.requests_with(live.P_OLD)
-        assert conversation_texts(body) == [*live.OLD_SPEECH, ("user", live.P_OLD)]
-        assert {"tool_use", "tool_result", "thinking"} <= non_text_block_types(body)
+        op = steps.rollback_on_request(drill, op, pane_id, old)
 
         name = op.operation_id
         assert procs.log_lines(drill.config, "hook.log") == [

@@ -1,0 +1,83 @@
+"""The two halves of a live drill, shared by the host drill and the container drill: the model
+asks for a rebuild and the pane moves to the new session; a rollback takes it back."""
+
+from __future__ import annotations
+
+import hashlib
+import stat
+from pathlib import Path
+
+import orjson
+
+from kael_thread_rebuild.operations.model import Operation, OperationStatus
+from tests.support.fidelity import conversation_texts, non_text_block_types
+
+from . import live, procs
+
+S = OperationStatus
+#: What Claude Code itself appends to a transcript when its process is ended.
+EXIT_RECORDS = {"last-prompt", "cost-state"}
+
+
+def _record_types(data: bytes) -> set[str]:
+    return {orjson.loads(line)["type"] for line in data.splitlines() if line.strip()}
+
+
+def assert_old_transcript_kept(op: Operation, old_path: Path) -> None:
+    """The backup is 0600 and byte-identical to the source as prepared, and the old transcript
+    still starts with exactly those bytes: the engine never wrote it. (Claude Code appends its
+    exit bookkeeping when the switch ends the old process.)"""
+    backup = Path(op.backup_path or "")
+    assert stat.S_IMODE(backup.stat().st_mode) == 0o600
+    kept = backup.read_bytes()
+    assert hashlib.sha256(kept).hexdigest() == op.source_sha256
+    now = old_path.read_bytes()
+    assert now[:len(kept)] == kept
+    assert _record_types(now[len(kept):]) <= EXIT_RECORDS
+
+
+def rebuild_through_mcp(drill: live.Stage, pane_id: str, old_pid: int, old: str) -> Operation:
+    """The model calls our request tool; after the Stop the daemon switches the pane; the next
+    request carries the old speech verbatim and no runtime block."""
+    drill.turn(live.P_REBUILD, live.A_REBUILD_DONE)
+    op = procs.wait_for_status(drill.config, procs.SETTLED, timeout=60)
+
+    assert op.status is S.activated, op.error
+    assert op.requested_by == "mcp" and op.source_session_id == old
+    new = op.new_session_id
+    assert new is not None and new != old
+    assert_old_transcript_kept(op, drill.env.session_path(old))
+    assert drill.pane()[0] == pane_id
+    new_pid = drill.pane()[1]
+    assert new_pid != old_pid
+    assert op.identity_before is not None and op.identity_after is not None
+    assert op.identity_before.token == {"pane_id": pane_id, "pane_pid": str(old_pid)}
+    assert op.identity_after.token == {"pane_id": pane_id, "pane_pid": str(new_pid)}
+    assert op.resume_argv is not None and op.resume_argv[-2:] == ["--resume", new]
+
+    drill.wait_ready(new)
+    drill.turn(live.P_AFTER, live.A_AFTER)
+    (body,) = drill.requests_with(live.P_AFTER)
+    assert conversation_texts(body) == [*live.OLD_SPEECH, ("user", live.P_AFTER)]
+    assert non_text_block_types(body) == set()
+    return op
+
+
+def rollback_on_request(drill: live.Stage, op: Operation, pane_id: str, old: str) -> Operation:
+    """A rollback asked on the command line runs at the next Stop: the pane runs the old
+    session again, whose history still holds its tool blocks."""
+    asked = drill.cli("rollback", "--operation", op.operation_id, "--confirm", "ROLLBACK")
+    assert asked.returncode == 0, asked.stderr
+    assert "rollback_pending" in asked.stdout
+    drill.turn(live.P_BACK, live.A_BACK)
+    op = procs.wait_for_status(drill.config, procs.SETTLED, timeout=60)
+
+    assert op.status is S.rolled_back and op.rollback_ok is True, op.error
+    assert op.rollback_argv is not None and op.rollback_argv[-2:] == ["--resume", old]
+    drill.wait_ready(old)
+    assert drill.pane()[0] == pane_id
+    drill.turn(live.P_OLD, live.A_OLD)
+    (body,) = drill.requests_with(live.P_OLD)
+    assert conversation_texts(body) == [*live.OLD_SPEECH, ("user", live.P_OLD)]
+    assert {"tool_use", "tool_result", "thinking"} <= non_text_block_types(body)
+    return op
