@@ -61,3 +61,12 @@ kael_read_config() {
 kael_labels() {
   KAEL_ARGS+=(--label "$KAEL_LABEL_PREFIX.role=$1" --label "$KAEL_LABEL_PREFIX.instance=$2")
 }
+
+# kael_config_path PROG PATH -> PATH made absolute on stdout (the containers mount it at the
+# same path); a missing --config or file is a usage error of PROG: exit 2.
+kael_config_path() {
+  local prog="$1" config="$2"
+  [ -n "$config" ] || { echo "$prog: --config is required" >&2; exit 2; }
+  [ -f "$config" ] || { echo "$prog: config $config not found" >&2; exit 2; }
+  printf '%s/%s\n' "$(cd "$(dirname "$config")" && pwd)" "$(basename "$config")"
+}

@@ -25,9 +25,7 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-[ -n "$config" ] || { echo "mcp-command: --config is required" >&2; exit 2; }
-[ -f "$config" ] || { echo "mcp-command: config $config not found" >&2; exit 2; }
-config="$(cd "$(dirname "$config")" && pwd)/$(basename "$config")"
+config="$(kael_config_path mcp-command "$config")" || exit 2
 user="${user:-$(id -u):$(id -g)}"
 
 KAEL_ARGS=()

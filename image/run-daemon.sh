@@ -26,9 +26,7 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-[ -n "$config" ] || { echo "run-daemon: --config is required" >&2; exit 2; }
-[ -f "$config" ] || { echo "run-daemon: config $config not found" >&2; exit 2; }
-config="$(cd "$(dirname "$config")" && pwd)/$(basename "$config")"
+config="$(kael_config_path run-daemon "$config")" || exit 2
 
 if [ -z "$user" ]; then
   project_dir=$(sed -n 's/^[[:space:]]*project_dir[[:space:]]*=[[:space:]]*["'\'']\(.*\)["'\''][[:space:]]*$/\1/p' "$config" | head -n1)

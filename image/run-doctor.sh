@@ -28,9 +28,7 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-[ -n "$config" ] || { echo "run-doctor: --config is required" >&2; exit 2; }
-[ -f "$config" ] || { echo "run-doctor: config $config not found" >&2; exit 2; }
-config="$(cd "$(dirname "$config")" && pwd)/$(basename "$config")"
+config="$(kael_config_path run-doctor "$config")" || exit 2
 user="${user:-$(id -u):$(id -g)}"
 
 # json_string TEXT -> TEXT as a JSON string (control characters dropped).
