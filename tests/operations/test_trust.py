@@ -108,14 +108,15 @@ def test_a_planted_record_whose_session_id_leads_outside_deletes_nothing(inst: I
     assert inst.cli("status").returncode == 0
     planted = plant(inst, new_session_id="../victim/important", switch_target=None)
 
+    served = inst.cli("serve", "--once")  # the daemon's start runs recovery
+    assert served.returncode == 0, served.stderr
+    assert all(path.read_text() == "the user's own file\n" for path in important)
     recovered = inst.cli("recover")
     assert recovered.returncode == 0, recovered.stderr
     assert recovered.stdout.splitlines() == [
         "nothing to recover: no operation was left unsettled",
         f"skipped operations/{planted.name}: new_session_id: '../victim/important' is not a "
         "Claude Code session id (a UUID)"]
-    served = inst.cli("serve", "--once")
-    assert served.returncode == 0, served.stderr
     assert all(path.read_text() == "the user's own file\n" for path in important)
     assert planted.exists()  # reported, not removed: it is evidence
     assert any(f"{planted.name} (new_session_id: '../victim/important'" in line
