@@ -16,6 +16,7 @@ import orjson
 import pytest
 
 from kael_thread_rebuild.operations import service
+from kael_thread_rebuild.operations.files import UnsafePath, confined
 from kael_thread_rebuild.operations.model import Operation, OperationStatus, new_operation_id
 from kael_thread_rebuild.operations.store import OperationStore
 from kael_thread_rebuild.paths import MANIFEST_SUFFIX
@@ -245,3 +246,22 @@ def test_recover_explains_itself(inst: Instance) -> None:
     assert done.returncode == 0
     for needle in ("recovery a daemon start runs", "--json", "Not an MCP tool"):
         assert needle in " ".join(done.stdout.split())
+
+
+# -- the one confinement helper ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["../victim/important.jsonl", "..", ".", "", "sub/x.jsonl",
+                                  "/etc/passwd", "a\0b.jsonl", "relative/../x.jsonl"])
+def test_confined_refuses_what_leads_out_of_its_directory(tmp_path: Path, name: str) -> None:
+    with pytest.raises(UnsafePath, match="is not a file directly in"):
+        confined(tmp_path, name)
+
+
+def test_confined_accepts_names_and_paths_directly_inside(tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "link").symlink_to(real)
+    assert confined(real, "x.jsonl") == real / "x.jsonl"
+    assert confined(real, str(tmp_path / "link" / "x.jsonl")) == real / "x.jsonl"
+    assert confined(tmp_path / "link", str(real / "x.jsonl")) == tmp_path / "link" / "x.jsonl"

@@ -255,15 +255,18 @@ class OperationStore:
         """
         removed = []
         with self._lock:
-            for directory in [self.operations_dir, *self._backup_dirs()]:  # candidates: renamed
+            for directory in [self.operations_dir, *self._operation_dirs()]:
                 for path in directory.glob(f".*{TEMP_SUFFIX}"):
                     with contextlib.suppress(FileNotFoundError):
                         path.unlink()
                         removed.append(path)
         return removed
 
-    def _backup_dirs(self) -> list[Path]:
-        return [p for p in self.backups_dir.iterdir() if p.is_dir()]
+    def _operation_dirs(self) -> list[Path]:
+        """Each operation's backup dir and candidates dir (a copy across file systems leaves a
+        temporary file there when killed)."""
+        parents = [d for d in (self.backups_dir, self.candidates_dir) if d.is_dir()]
+        return [p for parent in parents for p in parent.iterdir() if p.is_dir()]
 
 
 def _read_own_file(path: Path) -> bytes:
