@@ -11,6 +11,7 @@ import shlex
 import shutil
 import stat
 import sys
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -18,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp.client.session import ClientSession
+from mcp_types import CallToolResult
 
 from kael_thread_rebuild import __version__, claude_cli, doctor
 from kael_thread_rebuild.claude_cli import claude_arguments, flag_groups, missing_flags
@@ -37,15 +40,26 @@ from kael_thread_rebuild.doctor import (
 )
 from kael_thread_rebuild.interfaces import doctor_command
 from kael_thread_rebuild.operations import service
-from kael_thread_rebuild.operations.model import utcnow
+from kael_thread_rebuild.operations.model import (
+    Operation,
+    OperationStatus,
+    Transition,
+    new_operation_id,
+    utcnow,
+)
 from kael_thread_rebuild.operations.store import OperationStore
-from kael_thread_rebuild.paths import encode_project_dir
+from kael_thread_rebuild.paths import MANIFEST_SUFFIX, encode_project_dir
 from kael_thread_rebuild.switching import registry
+from kael_thread_rebuild.switching.base import Identity
+from kael_thread_rebuild.switching.tmux import TmuxBase
 from tests.builder import SESSION, TranscriptBuilder
 from tests.conftest import ConfigFactory
+from tests.drill import procs
 from tests.guard import install_guard
 from tests.switching.sandbox import PrivateTmux, cmdline, wait_until
+from tests.test_mcp_server import call, with_session, write_config
 
+S = OperationStatus
 OTHER = "5e55a1d0-0000-4000-8000-0000000000ff"
 CHANNELS = ["--channels", "plugin:telegram@claude-plugins-official",
             "--dangerously-load-development-channels", "server:companion"]
@@ -549,16 +563,59 @@ def test_stuck_operation(make_config: ConfigFactory, layout: Layout) -> None:
         daemon.release()
 
 
-def test_doctor_recovers_stuck_operations_when_no_daemon_runs(make_config: ConfigFactory,
-                                                              layout: Layout) -> None:
-    config = make_config(**layout.settings())
-    op = service.request(config, "tidy up", "REBUILD")
-    OperationStore(config.state_dir).transition(op.operation_id, service.S.scheduled, "test")
-    check = by_name(run_doctor(config, now=utcnow() + timedelta(hours=3)))["operations"]
-    assert check.ok and f"recovered {op.operation_id} -> failed" in check.detail
-    settled = service.status(config, op.operation_id)
-    assert settled is not None and settled.status is service.S.failed
-    assert settled.error.startswith("interrupted before switching")
+def plant_unsettled_switch(config: Config) -> Operation:
+    """An operation a worker left 3 h ago in the middle of a switch (activating, the target
+    already changed), with its candidate in project_dir: exactly what recovery acts on, by
+    resuming the old session in the live pane."""
+    past = utcnow() - timedelta(hours=3)
+    new_id = str(uuid.uuid4())
+    for name in (f"{new_id}.jsonl", f"{new_id}{MANIFEST_SUFFIX}"):
+        (config.project_dir / name).write_text("{}\n")
+    steps = [(S.pending, S.scheduled), (S.scheduled, S.running), (S.running, S.verifying),
+             (S.verifying, S.activating)]
+    op = Operation(
+        operation_id=new_operation_id(past), status=S.activating, created_at=past,
+        updated_at=past, reason="planted", source_session_id=SESSION,
+        source_path=str(config.project_dir / f"{SESSION}.jsonl"), new_session_id=new_id,
+        candidate_path=str(config.project_dir / f"{new_id}.jsonl"), switch_target=new_id,
+        identity_before=Identity(base="tmux", token={"pane_id": "%0", "pane_pid": "1"}),
+        history=[Transition(from_status=a, to_status=b, at=past) for a, b in steps])
+    return OperationStore(config.state_dir).create(op)
+
+
+def test_doctor_cli_and_mcp_tool_change_nothing_with_an_unsettled_operation(
+        sound: Config, live: Live, tmp_path: Path) -> None:
+    config = sound.model_copy(update={"health_window_seconds": 0.1,
+                                      "health_timeout_seconds": 1.0})
+    config_path = write_config(config, tmp_path / "kael.toml")
+    op = plant_unsettled_switch(config)
+    tmux = TmuxBase(config)
+
+    def world() -> tuple[dict[str, tuple[int, int, int]], bytes, Identity]:
+        files = {str(p): (p.lstat().st_mode, p.lstat().st_size, p.lstat().st_mtime_ns)
+                 for p in sorted(tmp_path.rglob("*"))}
+        record = (config.state_dir / "operations" / f"{op.operation_id}.json").read_bytes()
+        return files, record, tmux.identity()
+
+    before = world()
+    cli = procs.run_cli(config_path, "doctor")
+    assert cli.returncode == 1, cli.stderr
+    line = next(line for line in cli.stdout.splitlines() if " operations " in line)
+    assert line.split()[:2] == ["FAIL", "operations"]
+    assert f"{op.operation_id} has been activating for 3 h" in line
+    assert "fix: the daemon is not driving it: run `kael-thread-rebuild recover`" in line
+    assert world() == before
+
+    async def body(session: ClientSession) -> CallToolResult:
+        return await call(session, "thread_rebuild_doctor")
+
+    result = with_session(config_path, body)
+    assert result.structured_content is not None
+    checks = {c["name"]: c for c in result.structured_content["checks"]}
+    assert not checks["operations"]["ok"] and "recover" in checks["operations"]["fix"]
+    assert world() == before
+    assert live.tmux.display(live.target, "#{pane_pid}") == before[2].token["pane_pid"]
+    assert service.status(config, op.operation_id) == op
 
 
 def test_state_dir_mode(make_config: ConfigFactory, tmp_path: Path) -> None:

@@ -3,7 +3,8 @@ process tree.
 
 On start it settles whatever a previous worker left unsettled (`worker.recover`), then polls the
 store for scheduled and rollback-scheduled operations and drives each one to a settled state.
-One daemon per state dir: a lock file is held for the daemon's lifetime.
+One daemon per state dir: a lock file is held for the daemon's lifetime. `recover_once` (the
+`recover` command) runs the same recovery without serving, when no daemon runs.
 
 Stopping: the first SIGTERM/SIGINT (or `stop_event`) stops at the next step boundary of the
 operation in hand, without finishing it; the second one stops at once. Either way the operation
@@ -21,12 +22,13 @@ from pathlib import Path
 from types import FrameType
 
 from filelock import FileLock, Timeout
+from pydantic import BaseModel
 
 from .config import Config
 from .errors import KaelError, Refused
 from .logline import append_line
 from .operations.model import RUNNABLE, IllegalTransition, Operation, OperationStatus
-from .operations.store import FILE_MODE, OperationStore
+from .operations.store import FILE_MODE, OperationStore, StrayFile
 from .operations.worker import recover, run_operation
 from .switching.base import SwitchBase
 from .switching.factory import make_base
@@ -131,26 +133,36 @@ class _Daemon:
         if self.stop.requested:
             raise _Stopping
 
-    def recover(self) -> None:
+    def recover(self) -> list[Operation]:
+        """Settle what a previous worker left (logged); a failure is logged, then raised."""
         try:
             for op in self.store.unsettled():
                 self.journal.track(op)
             settled = recover(self.config, self.store, self.base, self.on_step)
         except KaelError as exc:
             self.journal.problem(f"recovery failed: {exc}")
-            return
+            raise
         finally:
             self.journal.catch_up()
         if settled:
             self.journal.note(f"recovery settled {len(settled)} operation(s)")
+        return settled
+
+    def report_strays(self, strays: list[StrayFile]) -> None:
+        if strays:
+            self.journal.problem(f"skipped {len(strays)} file(s) in operations/ that are not "
+                                 "operation records: " + "; ".join(
+                                     f"{stray.name} ({stray.problem})" for stray in strays))
 
     def run_pass(self) -> None:
         """Run every operation that is ready, oldest first."""
         try:
-            ready = [op for op in self.store.unsettled() if op.status in RUNNABLE]
-        except KaelError as exc:
+            scan = self.store.scan(unsettled_only=True)
+        except (KaelError, OSError) as exc:
             self.journal.problem(f"cannot read the operation store: {exc}")
             return
+        self.report_strays(scan.strays)
+        ready = [op for op in scan.operations if op.status in RUNNABLE]
         for op in ready:
             if self.stop.requested:
                 return
@@ -171,7 +183,8 @@ class _Daemon:
             self.journal.catch_up()
 
     def loop(self, once: bool) -> None:
-        self.recover()
+        with contextlib.suppress(KaelError):  # logged; the daemon still serves
+            self.recover()
         self.journal.note(f"daemon ready (pid {os.getpid()}): polling every "
                           f"{self.config.poll_interval_seconds:g} s")
         while not self.stop.requested:
@@ -183,7 +196,7 @@ class _Daemon:
 
 def worker_lock(config: Config) -> FileLock:
     """Take the lock that makes this process the only worker of the state dir, or raise
-    DaemonBusy. Held by the daemon for its lifetime, and by doctor while it recovers."""
+    DaemonBusy. Held by the daemon for its lifetime, and by the `recover` command."""
     lock_path = config.state_dir / LOCK_NAME
     lock = FileLock(lock_path, mode=FILE_MODE)
     try:
@@ -192,6 +205,36 @@ def worker_lock(config: Config) -> FileLock:
         raise DaemonBusy(f"another daemon already serves state dir {config.state_dir} "
                          f"(it holds {lock_path})") from None
     return lock
+
+
+class Recovery(BaseModel):
+    """What the `recover` command did: the operations it settled, the files it skipped."""
+
+    settled: list[Operation]
+    skipped: list[StrayFile]
+
+
+def recover_once(config: Config) -> Recovery:
+    """Run the recovery a daemon start runs, without serving (the `recover` command).
+
+    Refused while a daemon serves the state dir: that daemon recovered on its start, and
+    restarting it recovers again. Logs to worker.log like the daemon.
+    """
+    store = OperationStore(config.state_dir)
+    try:
+        lock = worker_lock(config)
+    except DaemonBusy:
+        raise DaemonBusy(f"a daemon serves state dir {config.state_dir}: it recovers on its "
+                         "start; restart the daemon instead of running recover") from None
+    try:
+        daemon = _Daemon(config, store, make_base(config), _StopRequest(threading.Event()))
+        daemon.journal.note(f"recover command (pid {os.getpid()}, base {daemon.base.name})")
+        settled = daemon.recover()
+        strays = store.scan().strays
+        daemon.report_strays(strays)
+        return Recovery(settled=settled, skipped=strays)
+    finally:
+        lock.release()
 
 
 def serve(config: Config, *, once: bool = False,

@@ -40,7 +40,7 @@ from .config import Activation, Config
 from .defaults import CONFIG_ENV, DEFAULT_STATE_DIR
 from .errors import KaelError
 from .operations.model import WAITING, Operation, utcnow
-from .operations.store import DIR_MODE, OperationStore
+from .operations.store import DIR_MODE, STORE_DIRS, OperationStore, UntrustedStateDir
 from .paths import encode_project_dir, transcripts
 from .switching import registry
 from .switching.base import Identity, SwitchBase
@@ -163,12 +163,11 @@ class Facts:
     """What several checks need, computed once and only when asked for."""
 
     def __init__(self, config: Config, now: datetime, stuck_after: timedelta,
-                 environ: Mapping[str, str], recover: bool = True) -> None:
+                 environ: Mapping[str, str]) -> None:
         self.config = config
         self.now = now
         self.stuck_after = stuck_after
         self.environ = environ
-        self.recover = recover
 
     @cached_property
     def config_path(self) -> Path | None:
@@ -342,13 +341,16 @@ def check_state_dir(facts: Facts) -> Check:
     problems = []
     if not os.access(path, os.W_OK | os.X_OK):
         problems.append(f"{path} is not writable by uid {os.getuid()}")
-    for directory in (path, path / "operations", path / "backups"):
+    for directory in (path, *(path / sub for sub in STORE_DIRS)):
         if directory.is_dir():
             mode = stat.S_IMODE(directory.stat().st_mode)
             if mode != DIR_MODE:
                 problems.append(f"{directory} has mode {mode:04o}, not {DIR_MODE:04o}")
+            if directory.stat().st_uid != os.geteuid():
+                problems.append(f"{directory} belongs to uid {directory.stat().st_uid}, not "
+                                f"to uid {os.geteuid()}")
     if problems:
-        return _fail(name, "; ".join(problems),
+        return _fail(name, "; ".join(problems) + "; the engine refuses to use it",
                      "chmod 700 the directories and chown them to the Claude Code user")
     return _ok(name, f"{path} writable, mode {DIR_MODE:04o}")
 
@@ -769,43 +771,28 @@ def check_versions(facts: Facts) -> Check:
 
 
 def check_operations(facts: Facts) -> Check:
+    """Reports only: settling an operation (recovery) can restart the session, so it belongs to
+    the daemon's start and the `recover` command, never to doctor."""
     name, state = "operations", facts.config.state_dir
     if not all(d.is_dir() for d in (state, state / "operations", state / "backups")):
         return _ok(name, "no operation store yet")
-    store = OperationStore(state)  # creates nothing: every directory it makes exists
     try:
-        unsettled = store.unsettled()
-    except KaelError as exc:
-        return _fail(name, str(exc), "move the unreadable record out of the operations dir")
+        store = OperationStore(state)  # creates nothing: every directory it makes exists
+    except UntrustedStateDir as exc:
+        return _fail(name, f"{exc}; no operation can run", "see the state_dir check")
+    scan = store.scan(unsettled_only=True)
+    unsettled = scan.operations
     stuck = [op for op in unsettled if facts.now - op.updated_at > facts.stuck_after]
-    if not stuck:
-        current = f"; {unsettled[-1].operation_id} is {unsettled[-1].status.value}" \
-            if unsettled else ""
-        return _ok(name, f"none stuck{current}")
-    recovered = _recover_without_daemon(facts, store) if facts.recover else []
-    if recovered:
-        return _ok(name, "no daemon was running; recovered " + "; ".join(
-            f"{op.operation_id} -> {op.status.value}" + (f" ({op.error})" if op.error else "")
-            for op in recovered))
-    return _fail(name, "; ".join(_stuck_line(op, facts.now) for op in stuck), _stuck_fix(stuck[0]))
-
-
-def _recover_without_daemon(facts: Facts, store: OperationStore) -> list[Operation]:
-    """With no daemon running, do what a daemon start does: settle every unfinished operation,
-    recording the truth. The only write doctor ever makes, and only when nothing else can."""
-    from .daemon import DaemonBusy, worker_lock
-    from .operations.worker import recover
-
-    try:
-        lock = worker_lock(facts.config)
-    except DaemonBusy:
-        return []  # the daemon is alive: it is the one to drive them
-    try:
-        return recover(facts.config, store, make_base(facts.config))
-    except KaelError:
-        return []
-    finally:
-        lock.release()
+    problems = [_stuck_line(op, facts.now) for op in stuck]
+    problems += [f"{store.operations_dir / stray.name} is not an operation record "
+                 f"({stray.problem}); every command skips it" for stray in scan.strays]
+    if problems:
+        fix = _stuck_fix(stuck[0]) if stuck else (
+            f"move the file(s) out of {store.operations_dir}")
+        return _fail(name, "; ".join(problems), fix)
+    current = f"; {unsettled[-1].operation_id} is {unsettled[-1].status.value}" \
+        if unsettled else ""
+    return _ok(name, f"none stuck{current}")
 
 
 def _stuck_line(op: Operation, now: datetime) -> str:
@@ -816,8 +803,9 @@ def _stuck_fix(op: Operation) -> str:
     if op.status in WAITING:
         return ("no Stop hook has run since it was requested: check stop_hook; or end it with "
                 f"`kael-thread-rebuild cancel --operation {op.operation_id} --confirm CANCEL`")
-    return ("the daemon is not driving it: start or restart it (`kael-thread-rebuild serve`); "
-            "on start it takes every unfinished operation to an end")
+    return ("the daemon is not driving it: run `kael-thread-rebuild recover` (with no daemon "
+            "running), or restart the daemon (`kael-thread-rebuild serve`): either takes every "
+            "unfinished operation to an end")
 
 
 CheckFn = Callable[[Facts], Check]
@@ -841,13 +829,11 @@ CHECKS: tuple[CheckFn, ...] = (
 
 def run_doctor(config: Config, *, checks: Sequence[CheckFn] = CHECKS,
                now: datetime | None = None, stuck_after: timedelta = STUCK_AFTER,
-               environ: Mapping[str, str] | None = None,
-               recover: bool = True) -> DoctorReport:
+               environ: Mapping[str, str] | None = None) -> DoctorReport:
     """Every check against CONFIG; ENVIRON (default: this process's) may name the config file,
-    the host's facts and the paths this container does not mount. RECOVER: settle stuck
-    operations when no daemon runs (the command line does; the read-only MCP tool does not)."""
+    the host's facts and the paths this container does not mount. Nothing is ever written."""
     facts = Facts(config, now or utcnow(), stuck_after,
-                  os.environ if environ is None else environ, recover)
+                  os.environ if environ is None else environ)
     results = []
     for check in checks:
         try:

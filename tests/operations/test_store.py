@@ -99,7 +99,8 @@ def test_unreadable_record_is_named(store: OperationStore) -> None:
 def test_sweep_removes_temp_files(store: OperationStore) -> None:
     op = _new(store)
     junk = [store.operations_dir / f".{op.operation_id}.json.abc.tmp",
-            store.backup_dir(op.operation_id) / ".x.jsonl.def.tmp"]
+            store.backup_dir(op.operation_id) / ".x.jsonl.def.tmp",
+            store.candidate_dir(op.operation_id) / ".y.jsonl.ghi.tmp"]
     for path in junk:
         path.write_text("half")
     assert sorted(store.sweep_temp_files()) == sorted(junk)

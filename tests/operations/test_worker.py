@@ -47,6 +47,19 @@ def assert_nothing_switched(config: Config, base: HarnessBase, op: Operation,
     assert leftovers(config.project_dir, config.state_dir) == []
 
 
+def assert_candidate_kept_in_state(config: Config, op: Operation) -> None:
+    """The unused candidate left project_dir (Claude Code's `/resume` lists every transcript
+    there) for the operation's candidates dir, and the record says where."""
+    kept = config.state_dir / "candidates" / op.operation_id
+    assert op.candidate_path == str(kept / f"{op.new_session_id}.jsonl")
+    assert op.manifest_path == str(kept / f"{op.new_session_id}{MANIFEST_SUFFIX}")
+    assert sorted(p.name for p in config.project_dir.iterdir()) == [f"{SESSION}.jsonl"]
+    for path in (Path(op.candidate_path), Path(op.manifest_path)):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(kept.stat().st_mode) == 0o700
+    assert SECRET in Path(op.candidate_path).read_text()  # the whole candidate, verbatim
+
+
 def test_happy_path(config: Config, store: OperationStore, base: HarnessBase,
                     source: Path) -> None:
     before = source.read_bytes()
@@ -103,6 +116,7 @@ def test_identity_changed_before_switch(config: Config, store: OperationStore,
     assert base.switches() == [] and base.pointer() == third
     base.path.write_text(SESSION + "\n")
     assert_nothing_switched(config, base, op, before, source)
+    assert_candidate_kept_in_state(config, op)  # a refused operation's too
 
 
 def test_newer_transcript_appeared(config: Config, store: OperationStore, base: HarnessBase,
@@ -208,7 +222,7 @@ def test_poisoned_or_over_budget_plan_is_refused(settings: dict[str, object], re
     assert leftovers(config.project_dir, config.state_dir) == []
 
 
-def test_failed_verification_removes_the_candidate(config: Config, store: OperationStore,
+def test_failed_verification_moves_the_candidate_out(config: Config, store: OperationStore,
                                                    base: HarnessBase, source: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     def unverified(plan: Plan, output_dir: Path, config: Config,
@@ -224,6 +238,7 @@ def test_failed_verification_removes_the_candidate(config: Config, store: Operat
     assert op.status is S.failed and not op.session_conflict
     assert "failed verification: item 3 digest differs" in op.error
     assert_nothing_switched(config, base, op, before, source)
+    assert_candidate_kept_in_state(config, op)
 
 
 def test_unreadable_target_at_prepare(config: Config, store: OperationStore, base: HarnessBase,
@@ -244,9 +259,8 @@ def test_new_session_dies_then_old_resumed(config: Config, store: OperationStore
     assert "not alive after switching" in op.error and "old session was resumed" in op.error
     assert base.switches() == [op.new_session_id, SESSION] and base.pointer() == SESSION
     assert op.rollback_argv == [SESSION]
-    # The candidate stays (it may hold what the new process wrote), still marked as a candidate.
-    assert Path(op.candidate_path or "").exists()
-    assert Path(op.candidate_path or "") not in transcripts(config.project_dir)
+    # The candidate is kept whole (it may hold what the new process wrote), out of /resume.
+    assert_candidate_kept_in_state(config, op)
 
 
 def test_new_session_never_reports_itself(config: Config, store: OperationStore,

@@ -51,6 +51,6 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser],
                     "the MCP registration and containers, image and daemon versions (with the "
                     "host's facts, see image/run-doctor.sh) and that no operation is stuck. One "
                     "line per check; `skip` means it cannot be known from here. It changes "
-                    "nothing, except that with no daemon running it settles stuck operations "
-                    "as a daemon start would. Exit 1 when any check fails.")
+                    "nothing, ever: a stuck operation is reported with its fix (`recover`). "
+                    "Exit 1 when any check fails.")
     doctor.set_defaults(handler=_doctor)

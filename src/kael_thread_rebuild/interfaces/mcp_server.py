@@ -104,7 +104,7 @@ def build_server(config: Config) -> MCPServer[Any]:
         """Check everything a rebuild and switch needs (read-only): project dir, workdir, state
         dir, target, running session, resume command flags, Stop hook and its delivery, MCP
         registration and containers, stuck operations, image and daemon versions."""
-        return run_doctor(config, recover=False)
+        return run_doctor(config)
 
     @server.tool(annotations=_READ_ONLY)
     def thread_rebuild_dirty(transcript: Transcript = None) -> DirtyReport:

@@ -1,4 +1,5 @@
-"""Operation commands: request, cancel, rollback, status, history, wait, hook-stop, serve.
+"""Operation commands: request, cancel, rollback, status, history, wait, hook-stop, serve,
+recover.
 
 The engine is imported inside the handlers: `hook-stop` runs after every reply of the Claude Code
 session and must return fast, so its import path stays as short as the CLI allows.
@@ -17,6 +18,7 @@ from .output import emit
 
 if TYPE_CHECKING:
     from ..operations.model import Operation
+    from ..operations.store import StrayFile
 
 HOOK_LOG = "hook.log"
 DEFAULT_WAIT_SECONDS = 600.0
@@ -41,7 +43,8 @@ def describe(op: Operation) -> list[str]:
         ("kind", op.kind.value), ("reason", op.reason),
         ("requested", f"{_time(op.created_at)} by {op.requested_by}"),
         ("source session", op.source_session_id), ("new session", op.new_session_id),
-        ("backup", op.backup_path), ("manifest", op.manifest_path),
+        ("backup", op.backup_path), ("candidate", op.candidate_path),
+        ("manifest", op.manifest_path),
         ("resumed with", " ".join(op.resume_argv) if op.resume_argv else None),
         ("rolled back with", " ".join(op.rollback_argv) if op.rollback_argv else None),
         ("session conflict", "yes" if op.session_conflict else None),
@@ -107,14 +110,24 @@ def _rollback(config: Config, args: argparse.Namespace) -> int:
 # -- reading -------------------------------------------------------------------------------------
 
 
+def _skipped(strays: list[StrayFile]) -> dict[str, Any]:
+    """The `skipped` key of a JSON answer: files in operations/ that are not records."""
+    return {"skipped": [stray.model_dump(mode="json") for stray in strays]}
+
+
 def _status(config: Config, args: argparse.Namespace) -> int:
     from ..operations import service
 
     op = service.status(config, args.operation)
+    strays = service.stray_files(config)
     if op is None and not args.json:
-        _print(["no operation yet"])
+        _print(["no operation yet", *(stray.line() for stray in strays)])
         return 0
-    _show(op, args)
+    if args.json:
+        _show(op, args, **_skipped(strays))
+        return 0
+    _print(describe(op) if op is not None else [])
+    _print([stray.line() for stray in strays])
     return 0
 
 
@@ -122,15 +135,15 @@ def _history(config: Config, args: argparse.Namespace) -> int:
     from ..operations import service
 
     ops = service.history(config)
+    strays = service.stray_files(config)
     if args.json:
-        emit({"operations": [op.model_dump(mode="json") for op in ops]}, True)
+        emit({"operations": [op.model_dump(mode="json") for op in ops], **_skipped(strays)},
+             True)
         return 0
-    if not ops:
-        _print(["no operation yet"])
-        return 0
-    width = max(len(op.status.value) for op in ops)
+    width = max((len(op.status.value) for op in ops), default=0)
     _print([f"{op.operation_id}  {op.status.value:<{width}}  {op.kind.value:<11}  {op.reason}"
-            for op in ops])
+            for op in ops] or ["no operation yet"])
+    _print([stray.line() for stray in strays])
     return 0
 
 
@@ -215,6 +228,21 @@ def _serve(config: Config, args: argparse.Namespace) -> int:
     return 0
 
 
+def _recover(config: Config, args: argparse.Namespace) -> int:
+    from ..daemon import recover_once
+
+    done = recover_once(config)
+    if args.json:
+        emit(done, True)
+        return 0
+    lines = [f"operation {op.operation_id}: {op.history[-1].from_status.value} -> "
+             f"{op.status.value}" + (f": {op.error}" if op.error else "")
+             for op in done.settled if op.history]
+    _print(lines or ["nothing to recover: no operation was left unsettled"])
+    _print([stray.line() for stray in done.skipped])
+    return 0
+
+
 # -- registration --------------------------------------------------------------------------------
 
 
@@ -281,3 +309,13 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser],
     serve.add_argument("--once", action="store_true",
                        help="recover and run what is ready once, then exit")
     serve.set_defaults(handler=_serve)
+
+    recover = add("recover", "settle what a stopped daemon left unsettled",
+                  "Run the recovery a daemon start runs, without serving: take every "
+                  "operation left in flight to a settled state and record the truth (nothing "
+                  "switched: failed, and its candidate moved out of project_dir; switched: "
+                  "check which session the target runs). Refused while a daemon serves the "
+                  "state dir (restarting it recovers). Prints one line per operation settled "
+                  "and per file in operations/ that is not a record. Logs to "
+                  "<state_dir>/worker.log. Not an MCP tool: it can restart the session.")
+    recover.set_defaults(handler=_recover)

@@ -1,9 +1,11 @@
 """File facts the worker relies on: digests, stability samples, the backup copy, transcript
-snapshots of the project dir."""
+snapshots of the project dir; and `confined`, through which every path built from a record field
+goes."""
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import glob
 import hashlib
 import os
@@ -17,6 +19,28 @@ from ..errors import Refused
 from ..fsutil import fsync_dir
 
 CHUNK = 1 << 20
+
+
+class UnsafePath(Refused):
+    """A record field that would lead a path outside the directory it belongs in."""
+
+
+def confined(directory: Path, name: str | os.PathLike[str]) -> Path:
+    """DIRECTORY / NAME, refused unless it lies directly inside DIRECTORY.
+
+    NAME is a file name, or a path whose folder is DIRECTORY (symlinks resolved, so that
+    a record written with the real path still matches). The last component is not resolved:
+    removing or replacing it acts on the entry inside DIRECTORY, never on what it points to.
+    """
+    given = os.fspath(name)
+    base = os.path.basename(given)
+    folder = os.path.dirname(given)
+    if (not base or base in (".", "..") or "\0" in given
+            or (folder and (not os.path.isabs(folder)
+                            or os.path.realpath(folder) != os.path.realpath(directory)))):
+        raise UnsafePath(f"refused path {given[:200]!r}: it is not a file directly in "
+                         f"{directory}")
+    return directory / base
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +110,22 @@ def copy_private(source: Path, dest: Path) -> FileSample:
             tmp.unlink()
         raise
     return FileSample(size, dest.stat().st_mtime_ns, digest.hexdigest())
+
+
+def move_private(source: Path, dest: Path) -> None:
+    """Move SOURCE to DEST (never replacing DEST): a rename, or across file systems (two bind
+    mounts of a container count) a streamed atomic copy, then SOURCE removed."""
+    if dest.exists():
+        raise FileExistsError(errno.EEXIST, "already exists", str(dest))
+    try:
+        os.rename(source, dest)
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            raise
+        copy_private(source, dest)
+        source.unlink()
+    fsync_dir(dest.parent)
+    fsync_dir(source.parent)
 
 
 TranscriptSnapshot = dict[str, tuple[int, int]]

@@ -6,12 +6,14 @@ import re
 import secrets
 from datetime import UTC, datetime
 from enum import StrEnum
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue, field_validator
 
 from ..candidate.verifier import Verification
 from ..errors import KaelError, UsageError
 from ..switching.base import Identity
+from .statuses import OPERATION_ID_PATTERN
 
 
 class OperationStatus(StrEnum):
@@ -56,7 +58,10 @@ RUNNABLE = frozenset({S.scheduled, S.rollback_scheduled})
 # Owned by the worker until it settles them.
 IN_FLIGHT = RUNNABLE | {S.running, S.verifying, S.activating}
 
-OPERATION_ID = re.compile(r"^[0-9]{8}T[0-9]{6}Z-[0-9a-f]{8}$")
+OPERATION_ID = re.compile(OPERATION_ID_PATTERN)
+# Claude Code names a session (and its transcript file) by a UUID.
+SESSION_ID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-"
+                        r"[0-9a-fA-F]{12}$")
 
 
 class IllegalTransition(KaelError):
@@ -89,6 +94,20 @@ def check_operation_id(operation_id: str) -> str:
     return operation_id
 
 
+def is_session_id(value: str) -> bool:
+    return SESSION_ID.fullmatch(value) is not None
+
+
+def _session_id_shape(value: str) -> str:
+    """Session ids become file names: a record holding anything but a UUID is refused."""
+    if not is_session_id(value):
+        raise ValueError(f"{value[:80]!r} is not a Claude Code session id (a UUID)")
+    return value
+
+
+SessionId = Annotated[str, AfterValidator(_session_id_shape)]
+
+
 def utcnow() -> datetime:
     return datetime.now(UTC)
 
@@ -117,7 +136,7 @@ class HookFacts(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    session_id: str
+    session_id: SessionId
     transcript_path: str
     cwd: str = ""
     received_at: datetime
@@ -140,7 +159,7 @@ class Operation(BaseModel):
     rollback_hook: HookFacts | None = None
 
     source_path: str | None = None
-    source_session_id: str | None = None
+    source_session_id: SessionId | None = None
     source_sha256: str | None = None
     source_size: int | None = None
     backup_path: str | None = None
@@ -148,7 +167,7 @@ class Operation(BaseModel):
     stats: dict[str, JsonValue] = Field(default_factory=dict)
     dirty_at_prepare: dict[str, JsonValue] = Field(default_factory=dict)
 
-    new_session_id: str | None = None
+    new_session_id: SessionId | None = None
     candidate_path: str | None = None
     candidate_sha256: str | None = None
     manifest_path: str | None = None
@@ -159,7 +178,7 @@ class Operation(BaseModel):
     identity_after: Identity | None = None
     base_reports_session: bool = False
     # The session a switch was started for and not yet settled: what recovery must finish.
-    switch_target: str | None = None
+    switch_target: SessionId | None = None
     resume_argv: list[str] | None = None
     rollback_argv: list[str] | None = None
 
@@ -171,7 +190,9 @@ class Operation(BaseModel):
     @field_validator("operation_id")
     @classmethod
     def _id_shape(cls, value: str) -> str:
-        return check_operation_id(value)
+        if not OPERATION_ID.fullmatch(value):  # a ValueError: pydantic reports it as invalid
+            raise ValueError(f"{value[:80]!r} is not an operation id")
+        return value
 
     @property
     def settled(self) -> bool:

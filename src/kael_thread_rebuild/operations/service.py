@@ -6,14 +6,14 @@ Slow work (hashing, building, switching, health checks) belongs to the worker.
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 from ..config import Config
 from ..errors import Refused, UsageError
 from ..switching.base import SwitchBase
+from .files import confined
 from .model import IN_FLIGHT, WAITING, Operation, OperationStatus, new_operation_id, utcnow
 from .stop_input import StopHookInput, check_stop
-from .store import OperationStore
+from .store import OperationStore, StrayFile
 
 S = OperationStatus
 REBUILD_WORD = "REBUILD"
@@ -82,7 +82,7 @@ def rollback_request(config: Config, operation_id: str, confirmation: str) -> Op
             if other.created_at > op.created_at and other.switched:
                 raise Refused(f"operation {other.operation_id} switched the target later; only "
                               "the latest switch can be rolled back")
-        if not op.source_path or not Path(op.source_path).is_file():
+        if not op.source_path or not confined(config.project_dir, op.source_path).is_file():
             raise Refused(f"the old session's transcript {op.source_path} is gone; "
                           "nothing to roll back to")
         return store.transition(operation_id, S.rollback_pending, "rollback requested")
@@ -98,6 +98,11 @@ def status(config: Config, operation_id: str | None = None) -> Operation | None:
 
 def history(config: Config) -> list[Operation]:
     return open_store(config).list_operations()
+
+
+def stray_files(config: Config) -> list[StrayFile]:
+    """Files in the operations dir that are not records (skipped by every command)."""
+    return open_store(config).scan().strays
 
 
 def record_stop(config: Config, hook_input: StopHookInput,

@@ -16,7 +16,7 @@ from ..config import Config
 from ..errors import KaelError
 from ..paths import resolve_transcript
 from ..switching.base import SwitchBase
-from .model import HookFacts, utcnow
+from .model import HookFacts, is_session_id, utcnow
 
 
 class StopHookInput(BaseModel):
@@ -62,6 +62,8 @@ def check_stop(config: Config, hook: StopHookInput,
         return f"transcript {given} is not a session transcript directly in project_dir"
     if real.stem != hook.session_id:
         return f"the Stop hook's session_id {hook.session_id} is not the transcript's ({real.stem})"
+    if not is_session_id(hook.session_id):
+        return f"the Stop hook's session_id {hook.session_id[:80]!r} is not a session id (a UUID)"
     if base is not None:
         try:
             running = base.running_session()

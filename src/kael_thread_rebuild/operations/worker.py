@@ -6,9 +6,13 @@ the worker there). Step names, in order of a rebuild: to_running, read_identity,
 snapshot_transcripts, wait_stable, backup (the two repeat if the file moved while copied), plan,
 reserve_candidate, write_candidate, to_verifying, verify, check_source, check_identity,
 check_transcripts, to_activating, switch, health, archive_manifest, to_activated. Falling back:
-switch_back, health_old, to_rolled_back | to_failed. Refusing before the switch: remove_candidate,
-to_failed. A rollback: check_identity, switch_back, health_old, to_rolled_back (failing: switch,
-health, to_failed).
+switch_back, health_old, (move_candidate when the old session came back,) to_rolled_back |
+to_failed. Refusing before the switch: move_candidate, to_failed. A rollback: check_identity,
+switch_back, health_old, to_rolled_back (failing: switch, health, to_failed).
+
+A candidate that was not used leaves the project dir (Claude Code's `/resume` lists every
+transcript there) for `<state_dir>/candidates/<operation id>/`; its record says where it is.
+Every path built from a record field goes through `files.confined`.
 """
 
 from __future__ import annotations
@@ -32,7 +36,9 @@ from .files import (
     FileSample,
     TranscriptSnapshot,
     changed_transcripts,
+    confined,
     copy_private,
+    move_private,
     remove_with_temps,
     sha256_file,
     snapshot_transcripts,
@@ -116,6 +122,9 @@ class _Run:
     def new_id(self) -> str:
         return _need(self.op.new_session_id, "the new session id")
 
+    def in_project(self, name: str) -> Path:
+        return confined(self.config.project_dir, name)
+
     # -- a rebuild -----------------------------------------------------------------------------
 
     def rebuild(self) -> Operation:
@@ -132,7 +141,7 @@ class _Run:
         return self.activate()
 
     def prepare(self) -> None:
-        source = Path(_need(self.op.source_path, "the source transcript path"))
+        source = self.in_project(_need(self.op.source_path, "the source transcript path"))
         self.step("read_identity")
         try:
             identity = self.base.identity()
@@ -142,7 +151,7 @@ class _Run:
                     base_reports_session=read_running(self.base) is not None)
         self.step("snapshot_transcripts")
         self.snapshot = snapshot_transcripts(self.config.project_dir)
-        backup = self.store.backup_dir(self.op.operation_id) / f"{self.old_id}.jsonl"
+        backup = confined(self.store.backup_dir(self.op.operation_id), f"{self.old_id}.jsonl")
         copy = self.settle_and_copy(source, backup)
         self.update(backup_path=str(backup), source_sha256=copy.sha256, source_size=copy.size)
 
@@ -157,10 +166,10 @@ class _Run:
 
         self.step("reserve_candidate")
         new_id = str(uuid.uuid4())
-        candidate = self.config.project_dir / f"{new_id}.jsonl"
-        # Recorded before writing, so that recovery knows what to remove.
+        candidate = self.in_project(f"{new_id}.jsonl")
+        # Recorded before writing, so that recovery knows what to move out.
         self.update(new_session_id=new_id, candidate_path=str(candidate),
-                    manifest_path=str(self.config.project_dir / f"{new_id}{MANIFEST_SUFFIX}"))
+                    manifest_path=str(self.in_project(f"{new_id}{MANIFEST_SUFFIX}")))
         self.step("write_candidate")
         result = write_candidate(plan, self.config.project_dir, self.config, session_id=new_id)
         self.move(S.verifying, "candidate written", candidate_sha256=result.candidate_sha256,
@@ -228,7 +237,7 @@ class _Run:
         if hook is not None:
             self.step("wait_stable")
             try:
-                wait_stable(Path(hook.transcript_path), self.config.stability_samples,
+                wait_stable(self.in_project(hook.transcript_path), self.config.stability_samples,
                             self.config.stability_interval_seconds,
                             self.config.stability_timeout_seconds)
             except (KaelError, OSError) as exc:
@@ -278,9 +287,11 @@ class _Run:
         again = self.bring_up(self.old_id, _TO_OLD, known)
         identity = read_identity(self.base)
         if not again:
+            self.step("move_candidate")
             return self.move(S.rolled_back, "returned to the old session", rollback_ok=True,
                              error=f"{problem}; the old session was resumed",
-                             identity_after=identity, switch_target=None)
+                             identity_after=identity, switch_target=None,
+                             **self.move_candidate_out())
         return self.move(S.failed, "the old session did not come back", rollback_ok=False,
                          error=f"{problem}; resuming the old session failed too: {again}",
                          identity_after=identity, switch_target=None)
@@ -294,21 +305,43 @@ class _Run:
                          switch_target=None)
 
     def fail_unswitched(self, reason: str, conflict: bool = False) -> Operation:
-        self.step("remove_candidate")
-        new_id = self.op.new_session_id
-        if new_id and new_id != self.op.source_session_id:
-            directory = self.config.project_dir
-            remove_with_temps([directory / f"{new_id}.jsonl",
-                               directory / f"{new_id}{MANIFEST_SUFFIX}"])
+        self.step("move_candidate")
         return self.move(S.failed, "nothing switched", error=reason, session_conflict=conflict,
-                         candidate_path=None, manifest_path=None, switch_target=None)
+                         switch_target=None, **self.move_candidate_out())
+
+    def move_candidate_out(self) -> dict[str, str | None]:
+        """Move the candidate and its manifest out of project_dir into the operation's
+        candidates dir; the record fields that say where they are now (None: no such file).
+
+        A half-written temporary file is removed; a file that cannot be moved (the state dir's
+        disk is full) is removed rather than left where `/resume` would list it.
+        """
+        new_id = self.op.new_session_id
+        if not new_id or new_id == self.op.source_session_id:
+            return {"candidate_path": None, "manifest_path": None}
+        sources = [self.in_project(f"{new_id}.jsonl"),
+                   self.in_project(f"{new_id}{MANIFEST_SUFFIX}")]
+        kept_dir = confined(self.store.candidates_dir, self.op.operation_id)
+        if any(path.exists() for path in sources):
+            kept_dir = self.store.candidate_dir(self.op.operation_id)
+        kept: list[str | None] = []
+        for source in sources:
+            dest = confined(kept_dir, source.name)
+            if source.exists():
+                try:
+                    move_private(source, dest)
+                except OSError:
+                    remove_with_temps([source])
+            kept.append(str(dest) if dest.exists() else None)
+        remove_with_temps([path for path in sources if not path.exists()])
+        return {"candidate_path": kept[0], "manifest_path": kept[1]}
 
     def archive_manifest(self) -> Path:
         """Move the manifest beside the backup: beside the candidate it marks a session that
         was never activated (`paths.is_candidate`)."""
         name = f"{self.new_id}{MANIFEST_SUFFIX}"
-        source = self.config.project_dir / name
-        dest = self.store.backup_dir(self.op.operation_id) / name
+        source = self.in_project(name)
+        dest = confined(self.store.backup_dir(self.op.operation_id), name)
         try:
             if source.exists():
                 atomic_write_bytes(dest, source.read_bytes(), 0o600)
