@@ -32,3 +32,21 @@ class InputError(KaelError):
 
 class Refused(KaelError):
     """The engine refuses to act, with the reason (exit 1)."""
+
+
+class StorageError(KaelError, OSError):
+    """A file could not be written or read (disk full, I/O error, permissions): the message
+    names the path and what the system said (exit 1). Also an OSError, for callers that
+    handle those."""
+
+    def __init__(self, message: str, errno: int | None = None) -> None:
+        super().__init__(message)
+        self.errno = errno
+
+    @classmethod
+    def writing(cls, path: object, exc: OSError) -> StorageError:
+        return cls(f"cannot write {path}: {exc.strerror or exc}", exc.errno)
+
+    @classmethod
+    def reading(cls, path: object, exc: OSError) -> StorageError:
+        return cls(f"cannot read {path}: {exc.strerror or exc}", exc.errno)
