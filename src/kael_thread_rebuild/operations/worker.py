@@ -23,7 +23,7 @@ from pydantic import JsonValue
 
 from ..candidate.writer import CandidateResult, write_candidate
 from ..config import Config
-from ..errors import KaelError, Refused
+from ..errors import KaelError, Refused, StorageError
 from ..fsutil import atomic_copy, fsync_dir
 from ..paths import MANIFEST_SUFFIX
 from ..plan import PlanReport, build_plan
@@ -189,6 +189,8 @@ class _Run:
                     return copy
                 if time.monotonic() >= deadline:
                     raise _Abort(f"the transcript kept changing for {timeout:g} s")
+        except StorageError as exc:  # the backup could not be written: not the transcript's fault
+            raise _Abort(str(exc)) from None
         except OSError as exc:
             raise _Abort(f"the transcript {source} cannot be read: {exc.strerror or exc}") \
                 from None
