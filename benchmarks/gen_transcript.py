@@ -1161,6 +1161,102 @@ class TranscriptWriter:
         return self.stats
 
 
+class ChatWriter(TranscriptWriter):
+    """Sessions of the shapes the memory benchmark needs (`bench_memory.py`).
+
+    - `run_chat(n)`: N short messages, a user prompt and a one-block answer in turn, as a chat
+      of months over a channel leaves it (about 370 bytes a message, most of it envelope);
+    - `run_single_line(n)`: one turn whose command output is a single line of about N bytes,
+      written piece by piece (the generator never holds the line).
+    """
+
+    def short_text(self) -> str:
+        if self.rng.random() < 0.15:
+            return self.rng.choice(_CJK)
+        return self.words(self.rng.randint(2, 9))
+
+    def short_user(self) -> None:
+        self.turn += 1
+        fields = {"type": "user", "message": {"role": "user", "content": self.short_text()}}
+        self.chained(fields, {"permissionMode": "default"}, tick=(2_000, 600_000))
+
+    def short_answer(self) -> None:
+        message = {
+            "id": "msg_01" + self.b62(22),
+            "type": "message",
+            "role": "assistant",
+            "model": MODEL,
+            "content": [{"type": "text", "text": self.short_text()}],
+        }
+        self.chained({"message": message, "type": "assistant"}, tick=(500, 9_000))
+
+    def run_chat(self, messages: int) -> Stats:
+        started = time.perf_counter()
+        for index in range(messages):
+            if index % 2 == 0:
+                self.short_user()
+            else:
+                self.short_answer()
+        self.stats.turns = self.turn
+        self.stats.seconds = round(time.perf_counter() - started, 3)
+        return self.stats
+
+    def run_single_line(self, line_bytes: int) -> Stats:
+        started = time.perf_counter()
+        self.user_record("Print the whole build log, please.")
+        block, _ = self.tool_use_block()
+        call_uuid = self.assistant_message([block], "tool_use")[-1]
+        result_uuid = self.uuid4()
+        head = orjson.dumps(
+            {
+                "parentUuid": call_uuid,
+                "isSidechain": False,
+                "type": "user",
+                "uuid": result_uuid,
+                "timestamp": self.tick(),
+                **self.env,
+                "message": {"role": "user", "content": [
+                    {"tool_use_id": block["id"], "type": "tool_result", "content": ""}
+                ]},
+            }
+        )
+        opening, closing = head.split(b'"content":""', 1)
+        size = len(head) + 1
+        self.out.write(opening + b'"content":"')
+        while size < line_bytes:
+            piece = orjson.dumps(self.pool_slice(min(MIB, line_bytes - size)))[1:-1]
+            if not piece:
+                break
+            self.out.write(piece)
+            size += len(piece)
+        self.out.write(b'"' + closing + b"\n")
+        self.stats.bytes += size
+        self.stats.lines += 1
+        self.stats.max_line_bytes = size
+        self.stats.lines_over_1mib += 1
+        self.stats.record_types["user"] += 1
+        self.tip = result_uuid
+        self.assistant_message([{"type": "text", "text": "The build log is above."}], "end_turn")
+        self.stats.turns = self.turn
+        self.stats.seconds = round(time.perf_counter() - started, 3)
+        return self.stats
+
+
+def generate_shape(path: Path, shape: str, amount: int, seed: int = 0) -> Stats:
+    """Write a `ChatWriter` session: SHAPE "chat" (AMOUNT messages) or "single-line" (one line
+    of AMOUNT bytes), via `<path>.part` and a rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    part = path.with_name(path.name + ".part")
+    with open(part, "wb", buffering=8 * MIB) as out:
+        writer = ChatWriter(out, 0, seed)
+        stats = writer.run_chat(amount) if shape == "chat" else writer.run_single_line(amount)
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(part, path)
+    stats.path = str(path)
+    return stats
+
+
 def generate(
     path: Path, size_bytes: int, seed: int = 0, snapshot_policy: str = "first-turn"
 ) -> Stats:
