@@ -10,6 +10,7 @@ from __future__ import annotations
 import tracemalloc
 from pathlib import Path
 
+from kael_thread_rebuild.candidate.verifier import verify_candidate
 from kael_thread_rebuild.candidate.writer import write_candidate
 from tests.builder import TranscriptBuilder
 from tests.conftest import ConfigFactory
@@ -43,3 +44,20 @@ def test_writing_a_candidate_does_not_hold_the_session(make_config: ConfigFactor
     assert size > 15 * MIB
     # Holding the records or the manifest items costs tens of MiB at this size.
     assert peak < 8 * MIB, f"write_candidate allocated {peak / MIB:.1f} MiB at its peak"
+
+
+def test_verification_reports_unreadable_files_instead_of_raising(make_config: ConfigFactory,
+                                                                  tmp_path: Path) -> None:
+    config = make_config()
+    plan = plan_of(_chat(40), config)
+    result = write_candidate(plan, tmp_path, config)
+    manifest = result.manifest_path.read_bytes()
+    result.manifest_path.write_bytes(manifest[: len(manifest) // 2])  # cut inside the items
+    cut = verify_candidate(result.candidate_path, result.manifest_path, plan)
+    assert not cut.ok and cut.errors[0].startswith("manifest unreadable"), cut.errors
+
+    result.manifest_path.write_bytes(manifest)
+    assert verify_candidate(result.candidate_path, result.manifest_path, plan).ok
+    result.candidate_path.unlink()
+    gone = verify_candidate(result.candidate_path, result.manifest_path, plan)
+    assert gone.errors == [f"cannot read {result.candidate_path}: No such file or directory"]

@@ -170,7 +170,10 @@ def verify_candidate(candidate: Path, manifest_path: Path,
                 if len(errors) < MAX_ERRORS:
                     check.record(record, entry)
             records += sum(1 for _ in lines)
-    except (OSError, ValidationError, ManifestFormatError) as exc:
+    except OSError as exc:
+        return Verification(ok=False, errors=[f"cannot read {exc.filename or manifest_path}: "
+                                              f"{exc.strerror or exc}"], records_checked=0)
+    except (ValidationError, ManifestFormatError) as exc:
         return Verification(ok=False, errors=[f"manifest unreadable: {exc}"], records_checked=0)
     if header is None:
         return Verification(ok=False, errors=["manifest unreadable: no header"],
