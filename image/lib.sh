@@ -5,10 +5,10 @@
 
 KAEL_IMAGE_DEFAULT="kael-thread-rebuild:latest"
 KAEL_LABEL_PREFIX="io.kael-thread-rebuild"
-# The memory limit of every appliance container (docker's --memory; no swap beyond it). The
-# engine's memory is bounded (README, Benchmarks): a 1,000,000-message session or a 500 MB
-# line stays well below it. The installer passes the same value (kael_appliance_memory).
-KAEL_MEMORY="${KAEL_MEMORY:-1g}"
+# The memory limit of every appliance container (docker's --memory; no swap beyond it). Measured
+# (README, Benchmarks): a 1,000,000-message session or a single 500 MB line stays below 2 GiB.
+# The installer passes the same value (kael_appliance_memory).
+KAEL_MEMORY="${KAEL_MEMORY:-2g}"
 
 # kael_hardening UID:GID -> KAEL_ARGS (appended): the flags of appliance.md "Identity and
 # hardening". Nothing in the engine needs a network, a capability or a writable root; its

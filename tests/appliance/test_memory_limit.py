@@ -15,7 +15,7 @@ from tests.switching.sandbox import wait_until
 from . import engine
 from .household import Household
 
-LIMIT = 1 << 30  # image/lib.sh: KAEL_MEMORY=1g
+LIMIT = 2 << 30  # image/lib.sh: KAEL_MEMORY=2g
 
 
 def limits(container: docker.models.containers.Container) -> tuple[int, int]:
