@@ -27,6 +27,8 @@ is big enough. Output is deterministic for a given ``--seed`` and size, and gene
 memory stays bounded by the largest single line.
 
 Usage: gen_transcript.py --size-mb 200 [--seed 0] OUT.jsonl
+       gen_transcript.py --messages 1000000 OUT.jsonl   (a chat of short messages)
+       gen_transcript.py --line-mb 500 OUT.jsonl        (one 500 MiB command output line)
 """
 
 from __future__ import annotations
@@ -1275,12 +1277,14 @@ def generate(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("out", type=Path, help="where to write the transcript (.jsonl)")
-    parser.add_argument(
+    what = parser.add_mutually_exclusive_group(required=True)
+    what.add_argument(
         "--size-mb",
         type=float,
-        required=True,
         help="target size in MiB (the file ends after the turn that reaches it)",
     )
+    what.add_argument("--messages", type=int, help="a chat of this many short messages instead")
+    what.add_argument("--line-mb", type=int, help="one turn whose output is one line of this size")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     parser.add_argument(
         "--snapshot-policy",
@@ -1290,9 +1294,14 @@ def main(argv: list[str] | None = None) -> int:
         "only after the first one",
     )
     args = parser.parse_args(argv)
-    if args.size_mb <= 0:
-        parser.error("--size-mb must be positive")
-    stats = generate(args.out, int(args.size_mb * MIB), args.seed, args.snapshot_policy)
+    if min(x for x in (args.size_mb, args.messages, args.line_mb) if x is not None) <= 0:
+        parser.error("the size must be positive")
+    if args.messages is not None:
+        stats = generate_shape(args.out, "chat", args.messages, args.seed)
+    elif args.line_mb is not None:
+        stats = generate_shape(args.out, "single-line", args.line_mb * MIB, args.seed)
+    else:
+        stats = generate(args.out, int(args.size_mb * MIB), args.seed, args.snapshot_policy)
     sys.stdout.write(orjson.dumps(stats.as_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
     return 0
 
