@@ -27,6 +27,8 @@ is big enough. Output is deterministic for a given ``--seed`` and size, and gene
 memory stays bounded by the largest single line.
 
 Usage: gen_transcript.py --size-mb 200 [--seed 0] OUT.jsonl
+       gen_transcript.py --messages 1000000 OUT.jsonl   (a chat of short messages)
+       gen_transcript.py --line-mb 500 OUT.jsonl        (one 500 MiB command output line)
 """
 
 from __future__ import annotations
@@ -1161,6 +1163,102 @@ class TranscriptWriter:
         return self.stats
 
 
+class ChatWriter(TranscriptWriter):
+    """Sessions of the shapes the memory benchmark needs (`bench_memory.py`).
+
+    - `run_chat(n)`: N short messages, a user prompt and a one-block answer in turn, as a chat
+      of months over a channel leaves it (about 370 bytes a message, most of it envelope);
+    - `run_single_line(n)`: one turn whose command output is a single line of about N bytes,
+      written piece by piece (the generator never holds the line).
+    """
+
+    def short_text(self) -> str:
+        if self.rng.random() < 0.15:
+            return self.rng.choice(_CJK)
+        return self.words(self.rng.randint(2, 9))
+
+    def short_user(self) -> None:
+        self.turn += 1
+        fields = {"type": "user", "message": {"role": "user", "content": self.short_text()}}
+        self.chained(fields, {"permissionMode": "default"}, tick=(2_000, 600_000))
+
+    def short_answer(self) -> None:
+        message = {
+            "id": "msg_01" + self.b62(22),
+            "type": "message",
+            "role": "assistant",
+            "model": MODEL,
+            "content": [{"type": "text", "text": self.short_text()}],
+        }
+        self.chained({"message": message, "type": "assistant"}, tick=(500, 9_000))
+
+    def run_chat(self, messages: int) -> Stats:
+        started = time.perf_counter()
+        for index in range(messages):
+            if index % 2 == 0:
+                self.short_user()
+            else:
+                self.short_answer()
+        self.stats.turns = self.turn
+        self.stats.seconds = round(time.perf_counter() - started, 3)
+        return self.stats
+
+    def run_single_line(self, line_bytes: int) -> Stats:
+        started = time.perf_counter()
+        self.user_record("Print the whole build log, please.")
+        block, _ = self.tool_use_block()
+        call_uuid = self.assistant_message([block], "tool_use")[-1]
+        result_uuid = self.uuid4()
+        head = orjson.dumps(
+            {
+                "parentUuid": call_uuid,
+                "isSidechain": False,
+                "type": "user",
+                "uuid": result_uuid,
+                "timestamp": self.tick(),
+                **self.env,
+                "message": {"role": "user", "content": [
+                    {"tool_use_id": block["id"], "type": "tool_result", "content": ""}
+                ]},
+            }
+        )
+        opening, closing = head.split(b'"content":""', 1)
+        size = len(head) + 1
+        self.out.write(opening + b'"content":"')
+        while size < line_bytes:
+            piece = orjson.dumps(self.pool_slice(min(MIB, line_bytes - size)))[1:-1]
+            if not piece:
+                break
+            self.out.write(piece)
+            size += len(piece)
+        self.out.write(b'"' + closing + b"\n")
+        self.stats.bytes += size
+        self.stats.lines += 1
+        self.stats.max_line_bytes = size
+        self.stats.lines_over_1mib += 1
+        self.stats.record_types["user"] += 1
+        self.tip = result_uuid
+        self.assistant_message([{"type": "text", "text": "The build log is above."}], "end_turn")
+        self.stats.turns = self.turn
+        self.stats.seconds = round(time.perf_counter() - started, 3)
+        return self.stats
+
+
+def generate_shape(path: Path, shape: str, amount: int, seed: int = 0) -> Stats:
+    """Write a `ChatWriter` session: SHAPE "chat" (AMOUNT messages) or "single-line" (one line
+    of AMOUNT bytes), via `<path>.part` and a rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    part = path.with_name(path.name + ".part")
+    with open(part, "wb", buffering=8 * MIB) as out:
+        writer = ChatWriter(out, 0, seed)
+        stats = writer.run_chat(amount) if shape == "chat" else writer.run_single_line(amount)
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(part, path)
+    stats.path = str(path)
+    return stats
+
+
 def generate(
     path: Path, size_bytes: int, seed: int = 0, snapshot_policy: str = "first-turn"
 ) -> Stats:
@@ -1179,12 +1277,14 @@ def generate(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("out", type=Path, help="where to write the transcript (.jsonl)")
-    parser.add_argument(
+    what = parser.add_mutually_exclusive_group(required=True)
+    what.add_argument(
         "--size-mb",
         type=float,
-        required=True,
         help="target size in MiB (the file ends after the turn that reaches it)",
     )
+    what.add_argument("--messages", type=int, help="a chat of this many short messages instead")
+    what.add_argument("--line-mb", type=int, help="one turn whose output is one line of this size")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     parser.add_argument(
         "--snapshot-policy",
@@ -1194,9 +1294,14 @@ def main(argv: list[str] | None = None) -> int:
         "only after the first one",
     )
     args = parser.parse_args(argv)
-    if args.size_mb <= 0:
-        parser.error("--size-mb must be positive")
-    stats = generate(args.out, int(args.size_mb * MIB), args.seed, args.snapshot_policy)
+    if min(x for x in (args.size_mb, args.messages, args.line_mb) if x is not None) <= 0:
+        parser.error("the size must be positive")
+    if args.messages is not None:
+        stats = generate_shape(args.out, "chat", args.messages, args.seed)
+    elif args.line_mb is not None:
+        stats = generate_shape(args.out, "single-line", args.line_mb * MIB, args.seed)
+    else:
+        stats = generate(args.out, int(args.size_mb * MIB), args.seed, args.snapshot_policy)
     sys.stdout.write(orjson.dumps(stats.as_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
     return 0
 

@@ -5,12 +5,18 @@
 
 KAEL_IMAGE_DEFAULT="kael-thread-rebuild:latest"
 KAEL_LABEL_PREFIX="io.kael-thread-rebuild"
+# The memory limit of every appliance container (docker's --memory; no swap beyond it). Measured
+# (README, Benchmarks): a 1,000,000-message session or a single 500 MB line stays below 2 GiB.
+# The installer passes the same value (kael_appliance_memory).
+KAEL_MEMORY="${KAEL_MEMORY:-2g}"
 
 # kael_hardening UID:GID -> KAEL_ARGS (appended): the flags of appliance.md "Identity and
-# hardening". Nothing in the engine needs a network, a capability or a writable root.
+# hardening". Nothing in the engine needs a network, a capability or a writable root; its
+# memory is bounded, so the container is too ($KAEL_MEMORY).
 kael_hardening() {
   KAEL_ARGS+=(--user "$1" --read-only --cap-drop ALL --security-opt no-new-privileges
-    --network none --tmpfs "/tmp:rw,nosuid,nodev,mode=1777" --pids-limit 256)
+    --network none --tmpfs "/tmp:rw,nosuid,nodev,mode=1777" --pids-limit 256
+    --memory "$KAEL_MEMORY" --memory-swap "$KAEL_MEMORY")
 }
 
 # kael_home UID -> the uid's home on the host (so `~` in the config means the same inside).

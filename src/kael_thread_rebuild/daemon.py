@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -89,9 +90,22 @@ class _Journal:
         self.path = path
         self.seen: dict[str, int] = {}
         self.last_problem = ""
+        self.log_problem = ""
 
     def note(self, message: str) -> None:
-        append_line(self.path, message)
+        """Log MESSAGE; when the log cannot be written (disk full, I/O error), say so on stderr
+        with the message, once per cause, and go on serving."""
+        try:
+            append_line(self.path, message)
+        except OSError as exc:
+            problem = f"cannot write {self.path}: {exc.strerror or exc}"
+            if problem != self.log_problem:
+                print(f"kael-thread-rebuild serve: {problem}", file=sys.stderr, flush=True)
+                self.log_problem = problem
+            print(f"kael-thread-rebuild serve: {' / '.join(message.splitlines())}",
+                  file=sys.stderr, flush=True)
+        else:
+            self.log_problem = ""
 
     def problem(self, message: str) -> None:
         """Log MESSAGE unless it repeats the previous problem (a poll loop must not flood)."""

@@ -32,3 +32,24 @@ class InputError(KaelError):
 
 class Refused(KaelError):
     """The engine refuses to act, with the reason (exit 1)."""
+
+
+class StorageError(KaelError, OSError):
+    """A file could not be written or read (disk full, I/O error, permissions): the message
+    names the path and what the system said (exit 1). Also an OSError, for callers that
+    handle those."""
+
+    def __init__(self, message: str, errno: int | None = None, strerror: str | None = None,
+                 filename: object = None) -> None:
+        super().__init__(message)
+        # As an OSError would have them, for callers that word their own message.
+        self.errno = errno
+        self.strerror = strerror
+        self.filename = filename
+
+    def __str__(self) -> str:
+        return str(self.args[0])  # OSError's own would rebuild it from errno and filename
+
+    @classmethod
+    def writing(cls, path: object, exc: OSError) -> StorageError:
+        return cls(f"cannot write {path}: {exc.strerror or exc}", exc.errno, exc.strerror, path)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from .conversation.dirty import DirtyReport, dirty_report, poison_score
 from .conversation.records import Origin
 from .conversation.scan import SecondHalf, scan
 from .conversation.snapshot import Snapshot, find_snapshot
-from .conversation.texts import read_texts
+from .conversation.texts import iter_texts, read_texts
 from .conversation.tokens import estimate_tokens
 from .conversation.turns import Item, Turn, build_turns
 from .errors import InputError
@@ -77,6 +78,11 @@ class Plan:
         """The words of ITEMS (default: every selected item), read again and verified."""
         wanted = self.items if items is None else items
         return read_texts(self.source_path, wanted, self.speech_tool_pattern)
+
+    def iter_texts(self) -> Iterator[str]:
+        """The words of every selected item, one at a time (see `texts.iter_texts`)."""
+        items = (item for turn in self.turns for item in turn.items)
+        return iter_texts(self.source_path, items, self.speech_tool_pattern)
 
 
 def build_plan(config: Config, path: Path, *, parallel: bool | None = None,

@@ -6,15 +6,24 @@ Never by asking the model. Every check that fails adds one sentence to `errors`.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import orjson
 from pydantic import BaseModel, ValidationError
 
 from ..conversation.records import MARKER, unwrap_snapshot
-from .manifest import ItemKind, Manifest, item_uuid
+from .manifest import (
+    ItemKind,
+    ManifestFormatError,
+    ManifestHeader,
+    ManifestItem,
+    item_uuid,
+    read_manifest,
+    turn_message_id,
+)
 
 if TYPE_CHECKING:
     from ..plan import Plan
@@ -44,13 +53,11 @@ def _carried_text(record: dict[str, Any]) -> str | None:
     return None
 
 
-def _load(candidate: Path) -> tuple[list[dict[str, Any]], list[str]]:
-    records: list[dict[str, Any]] = []
-    errors: list[str] = []
-    raw = candidate.read_bytes()
-    if raw and not raw.endswith(b"\n"):
-        errors.append("the candidate does not end with a newline")
-    for number, line in enumerate(raw.splitlines(), start=1):
+def _candidate_records(handle: BinaryIO, errors: list[str]) -> Iterator[dict[str, Any]]:
+    """The candidate's records one line at a time; problems go to ERRORS."""
+    for number, line in enumerate(handle, start=1):
+        if not line.endswith(b"\n"):
+            errors.append("the candidate does not end with a newline")
         try:
             record = orjson.loads(line)
         except orjson.JSONDecodeError:
@@ -59,106 +66,150 @@ def _load(candidate: Path) -> tuple[list[dict[str, Any]], list[str]]:
         if not isinstance(record, dict):
             errors.append(f"line {number} is not a JSON object")
             continue
-        records.append(record)
-    return records, errors
+        yield record
 
 
-def verify_candidate(candidate: Path, manifest_path: Path,
-                     plan: Plan | None = None) -> Verification:
-    try:
-        manifest = Manifest.model_validate_json(manifest_path.read_bytes())
-    except (OSError, ValidationError) as exc:
-        return Verification(ok=False, errors=[f"manifest unreadable: {exc}"], records_checked=0)
-    records, errors = _load(candidate)
-    session_id = manifest.new_session_id
-    if candidate.stem != session_id:
-        errors.append(f"file name {candidate.name} is not the session id {session_id}")
-    if len(records) != len(manifest.items):
-        errors.append(f"{len(records)} records but the manifest lists {len(manifest.items)}")
-    previous_uuid: str | None = None
-    previous_time: datetime | None = None
-    seen: set[str] = set()
-    turn_message: dict[int, str] = {}
-    message_turn: dict[str, int] = {}
-    for record, item in zip(records, manifest.items, strict=False):
+class _Check:
+    """The checks of one record against its manifest item; keeps only what the next record
+    needs (the previous id and time, the current turn's message)."""
+
+    def __init__(self, session_id: str, errors: list[str]) -> None:
+        self.session_id = session_id
+        self.errors = errors
+        self.previous_uuid: str | None = None
+        self.previous_time: datetime | None = None
+        self.last_type: object = None
+
+    def record(self, record: dict[str, Any], item: ManifestItem) -> None:
+        errors, session_id = self.errors, self.session_id
         where = f"record {item.position}"
         kind = record.get("type")
+        self.last_type = kind
         if kind not in ALLOWED_TOP_LEVEL_TYPES or kind != item.role:
             errors.append(f"{where} has type {kind!r}, expected {item.role!r}")
         record_id = record.get("uuid")
+        # Ids are UUID v5 of (session, position, source): distinct positions cannot repeat one.
         expected_id = item_uuid(session_id, item.position, item.source_uuid)
         if record_id != item.uuid or record_id != expected_id:
             errors.append(f"{where} has uuid {record_id!r}, expected {expected_id}")
-        if record_id in seen:
-            errors.append(f"{where} repeats uuid {record_id}")
-        seen.add(str(record_id))
-        if record.get("parentUuid") != previous_uuid:
+        if record.get("parentUuid") != self.previous_uuid:
             errors.append(f"{where} breaks the chain (parent {record.get('parentUuid')!r})")
-        previous_uuid = str(record_id)
+        self.previous_uuid = str(record_id)
         if record.get("sessionId") != session_id:
             errors.append(f"{where} has sessionId {record.get('sessionId')!r}")
         if record.get("isSidechain") is not False:
             errors.append(f"{where} is not marked isSidechain:false")
-        stamp = record.get("timestamp")
-        try:
-            moment = datetime.fromisoformat(str(stamp).replace("Z", "+00:00"))
-        except ValueError:
-            errors.append(f"{where} has an unparsable timestamp {stamp!r}")
-        else:
-            if previous_time is not None and moment <= previous_time:
-                errors.append(f"{where} timestamp does not increase")
-            previous_time = moment
+        self.timestamp(where, record.get("timestamp"))
         text = _carried_text(record)
         if text is None:
             errors.append(f"{where} content is not a single text (user: string; assistant: "
                           "one text block)")
-            continue
+            return
+        self.text(where, record, item, text)
+        if kind == "assistant" and item.turn is not None:
+            message_id = record.get("message", {}).get("id")
+            if message_id != turn_message_id(session_id, item.turn):
+                errors.append(f"{where} does not carry its turn's own message.id")
+
+    def timestamp(self, where: str, stamp: object) -> None:
+        try:
+            moment = datetime.fromisoformat(str(stamp).replace("Z", "+00:00"))
+        except ValueError:
+            self.errors.append(f"{where} has an unparsable timestamp {stamp!r}")
+            return
+        if self.previous_time is not None and moment <= self.previous_time:
+            self.errors.append(f"{where} timestamp does not increase")
+        self.previous_time = moment
+
+    def text(self, where: str, record: dict[str, Any], item: ManifestItem, text: str) -> None:
         marker = record.get(MARKER)
         prefix = marker.get("stampPrefix") if isinstance(marker, dict) else None
         if isinstance(prefix, str):
             if not text.startswith(prefix):
-                errors.append(f"{where} lost its turn stamp prefix")
+                self.errors.append(f"{where} lost its turn stamp prefix")
             text = text[len(prefix):]
         if item.kind is ItemKind.startup_snapshot:
             text = unwrap_snapshot(text)
         digest = _sha(text)
         if digest != item.carried_sha256:
-            errors.append(f"{where} text digest differs from the manifest")
+            self.errors.append(f"{where} text digest differs from the manifest")
         if item.kind is not ItemKind.open_tail_marker and digest != item.source_sha256:
-            errors.append(f"{where} is not verbatim: its digest differs from the source speech")
-        if kind == "assistant" and item.turn is not None:
-            message_id = str(record.get("message", {}).get("id"))
-            if turn_message.setdefault(item.turn, message_id) != message_id:
-                errors.append(f"{where} does not share its turn's message.id")
-            if message_turn.setdefault(message_id, item.turn) != item.turn:
-                errors.append(f"{where} shares a message.id with another turn")
-        if len(errors) >= MAX_ERRORS:
-            break
-    counts = manifest.counts
-    if records and records[-1].get("type") != "assistant":
+            self.errors.append(f"{where} is not verbatim: its digest differs from the source "
+                               "speech")
+
+
+def verify_candidate(candidate: Path, manifest_path: Path,
+                     plan: Plan | None = None) -> Verification:
+    """Check CANDIDATE against the manifest at MANIFEST_PATH (and PLAN, given), reading both
+    files one record and one item at a time."""
+    errors: list[str] = []
+    session_id = candidate.stem
+    check = _Check(session_id, errors)
+    expected = _plan_speech(plan)
+    records = items = carried = 0
+    header: ManifestHeader | None = None
+    try:
+        with candidate.open("rb") as handle:
+            lines = _candidate_records(handle, errors)
+            for entry in read_manifest(manifest_path):
+                if not isinstance(entry, ManifestItem):
+                    header = entry
+                    break
+                items += 1
+                if entry.kind in (ItemKind.speech, ItemKind.compact_summary):
+                    carried += 1
+                    if expected is not None and next(expected, None) != (
+                            entry.source_uuid, entry.source_sha256):
+                        errors.append("the carried items differ from the plan's selected "
+                                      "speech (order or digest)")
+                        expected = None
+                record = next(lines, None)
+                if record is None:
+                    continue
+                records += 1
+                if len(errors) < MAX_ERRORS:
+                    check.record(record, entry)
+            records += sum(1 for _ in lines)
+    except OSError as exc:
+        return Verification(ok=False, errors=[f"cannot read {exc.filename or manifest_path}: "
+                                              f"{exc.strerror or exc}"], records_checked=0)
+    except (ValidationError, ManifestFormatError) as exc:
+        return Verification(ok=False, errors=[f"manifest unreadable: {exc}"], records_checked=0)
+    if header is None:
+        return Verification(ok=False, errors=["manifest unreadable: no header"],
+                            records_checked=0)
+    if header.new_session_id != session_id:
+        errors.append(f"file name {candidate.name} is not the session id "
+                      f"{header.new_session_id}")
+    if records != items:
+        errors.append(f"{records} records but the manifest lists {items}")
+    if records and check.last_type != "assistant":
         errors.append("the candidate does not end on an assistant record")
-    carried = sum(1 for i in manifest.items
-                  if i.kind in (ItemKind.speech, ItemKind.compact_summary))
+    errors.extend(_counts(header, carried))
+    if expected is not None and next(expected, None) is not None:
+        errors.append("the carried items differ from the plan's selected speech (order or "
+                      "digest)")
+    if plan is not None and plan.report.source_sha256 != header.source_sha256:
+        errors.append("the manifest names another source digest than the plan")
+    return Verification(ok=not errors, errors=errors[:MAX_ERRORS], records_checked=records)
+
+
+def _counts(header: ManifestHeader, carried: int) -> list[str]:
+    counts = header.counts
+    problems = []
     if carried != counts.carried_speech_items:
-        errors.append(f"{carried} speech items carried, the manifest counts "
-                      f"{counts.carried_speech_items}")
+        problems.append(f"{carried} speech items carried, the manifest counts "
+                        f"{counts.carried_speech_items}")
     missing = counts.source_speech_items - carried
     expected_missing = counts.dropped_by_budget_items + counts.dropped_open_tail_items
     if missing != expected_missing:
-        errors.append(f"{missing} source speech items not carried, but only {expected_missing} "
-                      "were dropped by the budget or the open-tail setting")
-    if plan is not None:
-        errors.extend(_against_plan(manifest, plan))
-    return Verification(ok=not errors, errors=errors[:MAX_ERRORS], records_checked=len(records))
+        problems.append(f"{missing} source speech items not carried, but only "
+                        f"{expected_missing} were dropped by the budget or the open-tail setting")
+    return problems
 
 
-def _against_plan(manifest: Manifest, plan: Plan) -> list[str]:
-    """Each carried item must match, in order, the plan's source speech digests."""
-    expected = [(item.source_uuid, item.sha256) for turn in plan.turns for item in turn.items]
-    carried = [(item.source_uuid, item.source_sha256) for item in manifest.items
-               if item.kind in (ItemKind.speech, ItemKind.compact_summary)]
-    if carried != expected:
-        return ["the carried items differ from the plan's selected speech (order or digest)"]
-    if plan.report.source_sha256 != manifest.source_sha256:
-        return ["the manifest names another source digest than the plan"]
-    return []
+def _plan_speech(plan: Plan | None) -> Iterator[tuple[str | None, str | None]] | None:
+    """The plan's selected speech, (source uuid, digest) in order: what must be carried."""
+    if plan is None:
+        return None
+    return ((item.source_uuid, item.sha256) for turn in plan.turns for item in turn.items)

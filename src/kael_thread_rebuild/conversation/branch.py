@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 import math
 from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .table import BOUNDARY, NO_PARENT, SIDECHAIN, TOOL_RESULT, Kind, RecordTable
@@ -22,9 +23,27 @@ CONVERSATION = frozenset({int(Kind.user), int(Kind.assistant)})
 ASSISTANT = int(Kind.assistant)
 
 
+class RowSet:
+    """A set of table rows as one byte per row: a million-record session must not need a
+    Python set of a million ints (tens of MiB) to walk its branch."""
+
+    __slots__ = ("flags",)
+
+    def __init__(self, size: int, rows: Sequence[int] = ()) -> None:
+        self.flags = bytearray(size)
+        for row in rows:
+            self.flags[row] = 1
+
+    def add(self, row: int) -> None:
+        self.flags[row] = 1
+
+    def __contains__(self, row: object) -> bool:
+        return isinstance(row, int) and 0 <= row < len(self.flags) and self.flags[row] == 1
+
+
 @dataclass(slots=True)
 class Branch:
-    rows: list[int]
+    rows: Sequence[int]
     abandoned_records: int
     file_order_fallback: bool
     bridged_gaps: int
@@ -40,7 +59,7 @@ class _Bridge:
                        if not math.isnan(table.times[row]))
         self.keys = timed
 
-    def find(self, child: int, visited: set[int]) -> int | None:
+    def find(self, child: int, visited: RowSet) -> int | None:
         child_ms = self.table.times[child]
         if math.isnan(child_ms):
             return None
@@ -55,23 +74,36 @@ class _Bridge:
         return None
 
 
+def _last_conversation(table: RecordTable, main: array[int]) -> tuple[int | None, bool]:
+    """The last user/assistant row, and whether there are several and none has a parent."""
+    kinds, parents = table.kinds, table.parents
+    last: int | None = None
+    count = 0
+    unlinked = True
+    for row in main:
+        if kinds[row] in CONVERSATION:
+            last = row
+            count += 1
+            unlinked = unlinked and parents[row] == NO_PARENT
+    return last, count > 1 and unlinked
+
+
 def active_branch(table: RecordTable) -> Branch:
-    kinds, flags, superseded = table.kinds, table.flags, table.superseded
+    flags, superseded = table.flags, table.superseded
     main = array("q", [row for row in range(len(table))
                        if not flags[row] & SIDECHAIN and row not in superseded])
-    conversation = [row for row in main if kinds[row] in CONVERSATION]
-    if not conversation:
+    leaf, unlinked = _last_conversation(table, main)
+    if leaf is None:
         return Branch([], 0, False, 0, None)
-    if len(conversation) > 1 and all(
-            table.parents[row] == NO_PARENT for row in conversation):
-        return Branch(list(main), 0, True, 0, None)
+    if unlinked:
+        return Branch(main, 0, True, 0, None)
 
     bridge: _Bridge | None = None
-    visited: set[int] = set()
-    path: list[int] = []
+    visited = RowSet(len(table))
+    path = array("q")
     bridged = 0
     cycle_at: int | None = None
-    current: int | None = conversation[-1]
+    current: int | None = leaf
     while current is not None:
         if current in visited:
             cycle_at = table.lines[current]
@@ -98,38 +130,44 @@ def active_branch(table: RecordTable) -> Branch:
     return Branch(rows, _abandoned(table, main, rows), False, bridged, cycle_at)
 
 
-def _with_parallel_siblings(table: RecordTable, path: list[int], main: array[int],
-                            on_path: set[int]) -> list[int]:
+def _with_parallel_siblings(table: RecordTable, path: array[int], main: array[int],
+                            on_path: RowSet) -> Sequence[int]:
     """Add off-path records of on-path API messages; each message's records in file order."""
     messages, kinds, flags, superseded = table.messages, table.kinds, table.flags, table.superseded
     groups: dict[int, list[int]] = {}
     recovered = False
     for row in path:
         code = messages[row]
-        if code >= 0 and kinds[row] == ASSISTANT and code not in groups:
-            rows = [r for r in table.message_rows[code] if kinds[r] == ASSISTANT
-                    and not flags[r] & SIDECHAIN and r not in superseded]
-            groups[code] = rows
-            recovered = recovered or any(r not in on_path for r in rows)
+        if code < 0 or kinds[row] != ASSISTANT or code in groups:
+            continue
+        members = table.message_rows[code]
+        if len(members) == 1:
+            continue  # the message is this row alone: nothing to recover, nothing to keep
+        rows = [r for r in members if kinds[r] == ASSISTANT
+                and not flags[r] & SIDECHAIN and r not in superseded]
+        groups[code] = rows
+        recovered = recovered or any(r not in on_path for r in rows)
     if not recovered:
         return path
-    ordered: list[int] = []
+    ordered = array("q")
+    placed: set[int] = set()
     for row in path:
         code = messages[row]
-        if code < 0 or kinds[row] != ASSISTANT:
+        if code < 0 or kinds[row] != ASSISTANT or code not in groups:
             ordered.append(row)
-        elif code in groups:
-            ordered.extend(groups.pop(code))
+        elif code not in placed:
+            placed.add(code)
+            ordered.extend(groups[code])
     return ordered
 
 
-def _abandoned(table: RecordTable, main: array[int], branch: list[int]) -> int:
+def _abandoned(table: RecordTable, main: array[int], branch: Sequence[int]) -> int:
     """Conversation records left on other branches (rewinds, edits, forks).
 
     Results of parallel tool calls hang off their own tool_use record on the branch by design
     and are not abandoned.
     """
-    included = set(branch)
+    included = RowSet(len(table), branch)
     kinds, flags = table.kinds, table.flags
     count = 0
     for row in main:

@@ -10,6 +10,7 @@ not receive a past that never existed.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .records import Classifier
@@ -28,7 +29,7 @@ class Snapshot:
         return hashlib.sha256(self.text.encode()).hexdigest()
 
 
-def find_snapshot(rows: list[int], read: Classifier) -> Snapshot | None:
+def find_snapshot(rows: Sequence[int], read: Classifier) -> Snapshot | None:
     """Snapshot text from the branch records of the first turn (before the first assistant)."""
     table = read.table
     parts: list[int] = []

@@ -1,14 +1,14 @@
 """The words of planned speech items, read again from the source file by line offset.
 
 The plan keeps digests and counts only, so its memory does not grow with the conversation;
-the words are read back when a candidate is written or the poison pattern is counted, and
-each one must match the digest taken during the scan.
+the words are read back one item at a time when a candidate is written or the poison pattern is
+counted, and each one must match the digest taken during the scan.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from ..errors import InputError
@@ -17,24 +17,30 @@ from .records import Classifier, SpeechToolMatcher
 from .turns import Item
 
 
-def read_texts(path: Path, items: Sequence[Item], speech_tool_patterns: Iterable[str]) -> list[str]:
-    """The words of ITEMS, in order; refuses when the file no longer holds them verbatim."""
+def iter_texts(path: Path, items: Iterable[Item],
+               speech_tool_patterns: Iterable[str]) -> Iterator[str]:
+    """The words of ITEMS, in order, one at a time (only the current line is held); refuses
+    when the file no longer holds them verbatim."""
     speech_of = Classifier(SpeechToolMatcher(speech_tool_patterns)).speech_of
-    cache: dict[int, list[str]] = {}
-    texts = []
+    offset, said = -1, list[str]()
     try:
         with path.open("rb") as handle:
             for item in items:
-                said = cache.get(item.offset)
-                if said is None:
+                if item.offset != offset:
+                    said = list[str]()  # let go of the previous line before reading the next
                     record = read_line(handle.fileno(), item.offset, item.length)
                     said = [speech.text for speech in speech_of(record)]
-                    cache = {item.offset: said}
+                    del record
+                    offset = item.offset
                 text = said[item.slot] if item.slot < len(said) else ""
                 if hashlib.sha256(text.encode()).hexdigest() != item.sha256:
                     raise InputError(f"{path} changed at line {item.source_line} after it was "
                                      "planned; plan again")
-                texts.append(text)
+                yield text
     except (OSError, ValueError) as exc:
         raise InputError(f"cannot read {path} again: {exc}") from None
-    return texts
+
+
+def read_texts(path: Path, items: Iterable[Item], speech_tool_patterns: Iterable[str]) -> list[str]:
+    """The words of ITEMS, in order, as a list (for a few items: see `iter_texts`)."""
+    return list(iter_texts(path, items, speech_tool_patterns))

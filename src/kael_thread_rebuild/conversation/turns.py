@@ -52,7 +52,7 @@ class Turns:
     leading_assistant_items: int
 
 
-def build_turns(rows: list[int], speech: Mapping[int, RowSpeech],
+def build_turns(rows: Sequence[int], speech: Mapping[int, RowSpeech],
                 lines: Sequence[int]) -> Turns:
     turns: list[Turn] = []
     leading = 0

@@ -8,15 +8,13 @@ import contextlib
 import errno
 import glob
 import hashlib
-import os
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import Refused
-from ..fsutil import fsync_dir
+from ..fsutil import atomic_writer, fsync_dir
 
 CHUNK = 1 << 20
 
@@ -88,27 +86,16 @@ def copy_private(source: Path, dest: Path) -> FileSample:
     """Copy SOURCE to DEST atomically with mode 0600, streaming; returns the copy's facts.
 
     Same protocol as `fsutil.atomic_write_bytes` (temp file, fsync, rename, dir fsync) but
-    without holding the file in memory: transcripts can be hundreds of MB.
+    without holding the file in memory: transcripts can be hundreds of MB. A failed write
+    raises `StorageError` naming DEST; a failed read, OSError.
     """
     digest = hashlib.sha256()
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
-    tmp = Path(tmp_name)
-    try:
-        size = 0
-        with os.fdopen(fd, "wb") as out, source.open("rb") as src:
-            os.fchmod(out.fileno(), 0o600)
-            while chunk := src.read(CHUNK):
-                digest.update(chunk)
-                out.write(chunk)
-                size += len(chunk)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, dest)
-        fsync_dir(dest.parent)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-        raise
+    size = 0
+    with atomic_writer(dest, 0o600) as out, source.open("rb") as src:
+        while chunk := src.read(CHUNK):
+            digest.update(chunk)
+            out.write(chunk)
+            size += len(chunk)
     return FileSample(size, dest.stat().st_mtime_ns, digest.hexdigest())
 
 

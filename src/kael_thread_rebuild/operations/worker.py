@@ -27,8 +27,8 @@ from pydantic import JsonValue
 
 from ..candidate.writer import CandidateResult, write_candidate
 from ..config import Config
-from ..errors import KaelError, Refused
-from ..fsutil import atomic_write_bytes, fsync_dir
+from ..errors import KaelError, Refused, StorageError
+from ..fsutil import atomic_copy, fsync_dir
 from ..paths import MANIFEST_SUFFIX
 from ..plan import PlanReport, build_plan
 from ..switching.base import Identity, SwitchBase
@@ -198,6 +198,8 @@ class _Run:
                     return copy
                 if time.monotonic() >= deadline:
                     raise _Abort(f"the transcript kept changing for {timeout:g} s")
+        except StorageError as exc:  # the backup could not be written: not the transcript's fault
+            raise _Abort(str(exc)) from None
         except OSError as exc:
             raise _Abort(f"the transcript {source} cannot be read: {exc.strerror or exc}") \
                 from None
@@ -344,7 +346,8 @@ class _Run:
         dest = confined(self.store.backup_dir(self.op.operation_id), name)
         try:
             if source.exists():
-                atomic_write_bytes(dest, source.read_bytes(), 0o600)
+                with source.open("rb") as handle:  # a million items: copied a chunk at a time
+                    atomic_copy(handle, dest, 0o600)
                 source.unlink()
                 fsync_dir(source.parent)
         except OSError:
@@ -432,4 +435,4 @@ def _stats(report: PlanReport) -> dict[str, JsonValue]:
 
 def _summary(result: CandidateResult) -> dict[str, int]:
     counts = {key: int(value) for key, value in result.manifest.counts.model_dump().items()}
-    return {"items": len(result.manifest.items), **counts}
+    return {"items": result.items, **counts}

@@ -1,0 +1,63 @@
+"""Bounded memory of the candidate (spec §3): writing and verifying hold one record at a time.
+
+The plan keeps digests and offsets; the words, the records and the manifest items must not all
+be held at once, or a session of a million messages needs gigabytes (issue 8). The figures for
+whole sessions are in `benchmarks/bench_memory.py`; here the writer's own allocations are traced.
+"""
+
+from __future__ import annotations
+
+import tracemalloc
+from pathlib import Path
+
+from kael_thread_rebuild.candidate.verifier import verify_candidate
+from kael_thread_rebuild.candidate.writer import write_candidate
+from tests.builder import TranscriptBuilder
+from tests.conftest import ConfigFactory
+from tests.engine.helpers import plan_of
+
+MIB = 1 << 20
+
+
+def _chat(messages: int) -> TranscriptBuilder:
+    b = TranscriptBuilder()
+    for index in range(messages // 2):
+        b.user(f"question {index}: is the build green yet?")
+        b.say(f"answer {index}: yes, all {index} checks passed.")
+    return b
+
+
+def test_writing_a_candidate_does_not_hold_the_session(make_config: ConfigFactory,
+                                                       tmp_path: Path) -> None:
+    config = make_config()
+    plan = plan_of(_chat(20_000), config)
+    assert plan.report.carried_speech_items == 20_000
+    tracemalloc.start()
+    try:
+        result = write_candidate(plan, tmp_path, config)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert result.verification.ok, result.verification.errors
+    assert result.items == 20_000
+    size = result.candidate_path.stat().st_size + result.manifest_path.stat().st_size
+    assert size > 15 * MIB
+    # Holding the records or the manifest items costs tens of MiB at this size.
+    assert peak < 8 * MIB, f"write_candidate allocated {peak / MIB:.1f} MiB at its peak"
+
+
+def test_verification_reports_unreadable_files_instead_of_raising(make_config: ConfigFactory,
+                                                                  tmp_path: Path) -> None:
+    config = make_config()
+    plan = plan_of(_chat(40), config)
+    result = write_candidate(plan, tmp_path, config)
+    manifest = result.manifest_path.read_bytes()
+    result.manifest_path.write_bytes(manifest[: len(manifest) // 2])  # cut inside the items
+    cut = verify_candidate(result.candidate_path, result.manifest_path, plan)
+    assert not cut.ok and cut.errors[0].startswith("manifest unreadable"), cut.errors
+
+    result.manifest_path.write_bytes(manifest)
+    assert verify_candidate(result.candidate_path, result.manifest_path, plan).ok
+    result.candidate_path.unlink()
+    gone = verify_candidate(result.candidate_path, result.manifest_path, plan)
+    assert gone.errors == [f"cannot read {result.candidate_path}: No such file or directory"]
