@@ -8,6 +8,7 @@ import contextlib
 import errno
 import glob
 import hashlib
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
