@@ -1,14 +1,32 @@
 """The verified Claude Code versions: the list, a fixture folder and surface per version, what the
-engine's command-line reading relies on."""
+engine's command-line reading relies on, and doctor's version line on a live Claude Code."""
 
 from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from kael_thread_rebuild.claude_cli import ALIASES, NO_VALUE
-from kael_thread_rebuild.claude_code import versions
+from kael_thread_rebuild.claude_code import live, versions
+from kael_thread_rebuild.config import Config
+from kael_thread_rebuild.doctor import Check, check_claude_version, run_doctor
+from kael_thread_rebuild.interfaces.doctor_command import format_lines
+from tests.conftest import ConfigFactory
 from tests.fixtures import surface
+from tests.support.claude_env import (
+    ClaudeEnv,
+    TmuxClaude,
+    claude_available,
+    find_claude_binary,
+    make_claude_env,
+    tmux_available,
+)
 from tests.support.claude_versions import FIXTURES_ROOT, fixtures_dir, pinned_version
+from tests.support.standin_api import StandinAPI
+from tests.switching.sandbox import wait_until
 
 VERIFIED = [entry.version for entry in versions.verified()]
 
@@ -59,3 +77,80 @@ def test_the_surface_diff_names_what_changed_between_versions() -> None:
         "+ attachment type: brand_new",
         "- Stop hook input key: transcript_path",
     ]
+
+
+@pytest.mark.parametrize("version", VERIFIED)
+def test_the_version_stamp_of_a_transcript_names_its_writer(version: str) -> None:
+    transcript = fixtures_dir(version) / "plain-chat.jsonl"
+    assert live.transcript_version(transcript) == version
+    seen, program = live.sightings(Path("/nonexistent"), None, transcript, [])
+    assert [s.version for s in seen] == [version] and program is None
+    assert seen[0].where == "wrote plain-chat.jsonl"
+
+
+# -- doctor on a live Claude Code ----------------------------------------------------------------
+
+
+@pytest.fixture
+def interactive(tmp_path: Path) -> Iterator[tuple[ClaudeEnv, TmuxClaude, int]]:
+    """The pinned Claude Code, interactive in a private tmux pane, registered in its config dir."""
+    if not (claude_available() and tmux_available()):
+        pytest.skip("needs the pinned Claude Code and tmux")
+    with StandinAPI() as api:
+        env = make_claude_env(tmp_path / "claude", api.url)
+        with TmuxClaude(env) as tui:
+            tui.wait_for("❯", timeout=60)
+            entry = wait_until(lambda: next(iter((env.config_dir / "sessions").glob("*.json")),
+                                            None), timeout=30, what="the registry entry")
+            yield env, tui, int(entry.stem)
+
+
+def _config(make_config: ConfigFactory, env: ClaudeEnv, tui: TmuxClaude) -> Config:
+    return make_config(project_dir=str(env.project_dir), claude_workdir=str(env.cwd),
+                       claude_config_dir=str(env.config_dir), tmux_socket=tui.socket,
+                       tmux_target=tui.target,
+                       resume_command=[str(find_claude_binary()), "--resume", "{session_id}"])
+
+
+def _version_check(config: Config) -> Check:
+    return run_doctor(config, checks=[check_claude_version]).checks[0]
+
+
+def test_doctor_names_the_live_version_and_that_it_is_verified(
+        make_config: ConfigFactory, interactive: tuple[ClaudeEnv, TmuxClaude, int]) -> None:
+    env, tui, pid = interactive
+    check = _version_check(_config(make_config, env, tui))
+    pinned = pinned_version()
+    assert check.ok and not check.warning and not check.skipped, check
+    assert check.detail.startswith(f"Claude Code {pinned} (live process pid {pid}); {pinned} "
+                                   f"({find_claude_binary()} --version): verified "), check.detail
+    assert "tmux-drill" in check.detail
+
+
+def test_doctor_warns_on_a_version_outside_the_list_with_the_command_that_verifies_it(
+        make_config: ConfigFactory, interactive: tuple[ClaudeEnv, TmuxClaude, int],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    env, tui, pid = interactive
+    pinned = pinned_version()
+    # A household whose Claude Code updated itself past the list: the list without the pinned
+    # version stands for it (the binary is real, only the list is shorter).
+    others = tuple(e for e in versions.verified() if e.version != pinned)
+    monkeypatch.setattr(versions, "verified", lambda: others)
+    config = _config(make_config, env, tui)
+    report = run_doctor(config, checks=[check_claude_version])
+    check = report.checks[0]
+    assert report.ok and check.ok and check.warning, check
+    assert f"{pinned} (live process pid {pid})" in check.detail
+    assert f"{pinned} not verified by this project" in check.detail
+    assert f".ci/check-newest-claude --binary {find_claude_binary()}" in check.fix
+    line = format_lines(report.checks)[0]
+    assert line.startswith("warn  claude_version  Claude Code ") and " — fix: " in line
+
+
+def test_doctor_skips_the_version_when_nothing_tells_it(make_config: ConfigFactory,
+                                                       tmp_path: Path) -> None:
+    if shutil.which("claude") is not None:
+        pytest.skip("a claude on PATH would answer for the resume command")
+    config = make_config(claude_config_dir=str(tmp_path / "config"))
+    check = _version_check(config)
+    assert check.ok and check.skipped and check.detail == live.UNKNOWN
