@@ -14,6 +14,7 @@ from kael_thread_rebuild.claude_code import live, versions
 from kael_thread_rebuild.config import Config
 from kael_thread_rebuild.doctor import Check, check_claude_version, run_doctor
 from kael_thread_rebuild.interfaces.doctor_command import format_lines
+from kael_thread_rebuild.switching.registry import RegistryEntry
 from tests.conftest import ConfigFactory
 from tests.fixtures import surface
 from tests.support.claude_env import (
@@ -61,6 +62,19 @@ def test_the_start_command_parser_knows_every_option_of_the_version(version: str
             assert options[alias] == options[name], f"{version}: {alias} is not {name}"
 
 
+@pytest.mark.parametrize("version", VERIFIED)
+def test_every_version_writes_what_the_engine_reads(version: str) -> None:
+    found = surface.read(fixtures_dir(version))
+    stop_keys = {"session_id", "transcript_path", "cwd"}  # StopHookInput
+    assert stop_keys <= set(found.stop_hook_input), found.stop_hook_input
+    registry_keys = {field.alias or name for name, field in RegistryEntry.model_fields.items()}
+    assert registry_keys | {"version"} <= set(found.registry_entry), found.registry_entry
+    assert {"type:str", "command:str", "args:list"} <= set(found.mcp_registration)
+    for kind in ("user", "assistant"):
+        assert {"type", "uuid", "parentUuid", "timestamp", "message.content", "version"} <= \
+            set(found.record_keys[kind]), kind
+
+
 def test_the_surface_diff_names_what_changed_between_versions() -> None:
     old, new = (surface.read(fixtures_dir(version)) for version in ("2.1.328", "2.1.332"))
     assert surface.diff(old, new) == ["+ user record key: rowSource",
@@ -69,13 +83,15 @@ def test_the_surface_diff_names_what_changed_between_versions() -> None:
         "help_options": {**{k: v for k, v in new.help_options.items() if k != "--resume"},
                          "--verbose": "<level>", "--quiet": ""},
         "attachment_types": [*new.attachment_types, "brand_new"],
-        "stop_hook_input": [k for k in new.stop_hook_input if k != "transcript_path"]})
+        "stop_hook_input": [k for k in new.stop_hook_input if k != "transcript_path"],
+        "registry_entry": [*new.registry_entry, "pidNamespace"]})
     assert surface.diff(new, changed) == [
         "+ claude --help option: --quiet",
         "- claude --help option: --resume [value]",
         "~ claude --help option: --verbose: (no value) -> <level>",
         "+ attachment type: brand_new",
         "- Stop hook input key: transcript_path",
+        "+ session registry key: pidNamespace",
     ]
 
 
