@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "newest":
         print(newest_published())
         return 0
-    for version in args.versions or [v.version for v in verified()]:
+    for version in dict.fromkeys(args.versions or [v.version for v in verified()]):
         print(f"Claude Code {version}: {install(version)}")
     return 0
 
