@@ -102,6 +102,12 @@ def test_the_version_stamp_of_a_transcript_names_its_writer(version: str) -> Non
     seen, program = live.sightings(Path("/nonexistent"), None, transcript, [])
     assert [s.version for s in seen] == [version] and program is None
     assert seen[0].where == "wrote plain-chat.jsonl"
+    # From a container the host's program does not run; the hint still names it.
+    host_program = "/opt/absent-DO-NOT-CREATE/bin/claude"
+    seen, program = live.sightings(Path("/nonexistent"), None, transcript,
+                                   [host_program, "--resume", "{session_id}"])
+    assert [s.version for s in seen] == [version] and program == host_program
+    assert f"--binary {host_program}`" in live.verify_hint(program)
 
 
 # -- doctor on a live Claude Code ----------------------------------------------------------------

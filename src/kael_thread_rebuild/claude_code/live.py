@@ -100,8 +100,9 @@ def program_version(program: Path) -> str | None:
 
 
 def sightings(claude_config_dir: Path, pid: int | None, transcript: Path | None,
-              resume_command: Sequence[str]) -> tuple[list[Sighting], Path | None]:
-    """What each witness says, and the resume program when it resolves here."""
+              resume_command: Sequence[str]) -> tuple[list[Sighting], str | None]:
+    """What each witness says, and the resume program: as it resolves here, else as
+    resume_command spells it when that is an absolute path (seen from a container)."""
     seen = []
     if pid is not None:
         found = registry_version(claude_config_dir, pid)
@@ -116,7 +117,10 @@ def sightings(claude_config_dir: Path, pid: int | None, transcript: Path | None,
         found = program_version(program)
         if found:
             seen.append(Sighting(version=found, where=f"{program} --version"))
-    return seen, program
+        return seen, str(program)
+    index = program_index(resume_command)
+    named = resume_command[index] if index is not None else None
+    return seen, named if named is not None and os.path.isabs(named) else None
 
 
 def describe(seen: Sequence[Sighting]) -> tuple[str, bool]:
@@ -132,9 +136,9 @@ def describe(seen: Sequence[Sighting]) -> tuple[str, bool]:
     return f"Claude Code {shown}: {checked}", True
 
 
-def verify_hint(program: Path | None) -> str:
+def verify_hint(program: str | None) -> str:
     """The command that verifies a version on this household (from a checkout of the project)."""
-    shown = str(program) if program is not None else '"$(command -v claude)"'
+    shown = program if program is not None else '"$(command -v claude)"'
     return (f"from a checkout of kael-thread-rebuild on this household run "
             f"`{VERIFY_COMMAND.format(program=shown)}`: it generates every fixture with this "
             "binary against a loopback stand-in API, runs the fidelity tests and the tmux drill "
