@@ -3,7 +3,7 @@ engine's command-line reading relies on, and doctor's version line on a live Cla
 
 from __future__ import annotations
 
-import shutil
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -169,10 +169,16 @@ def test_doctor_warns_on_a_version_outside_the_list_with_the_command_that_verifi
     assert line.startswith("warn  claude_version  Claude Code ") and " — fix: " in line
 
 
-def test_doctor_skips_the_version_when_nothing_tells_it(make_config: ConfigFactory,
-                                                       tmp_path: Path) -> None:
-    if shutil.which("claude") is not None:
-        pytest.skip("a claude on PATH would answer for the resume command")
-    config = make_config(claude_config_dir=str(tmp_path / "config"))
+def test_doctor_skips_the_version_when_nothing_tells_it(
+        make_config: ConfigFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A bare `claude` in resume_command is whatever the starter's PATH finds, not doctor's: a
+    # claude on doctor's PATH is not asked.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "claude").write_text("#!/bin/sh\necho '9.9.9 (Claude Code)'\n")
+    (bin_dir / "claude").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    config = make_config(claude_config_dir=str(tmp_path / "config"),
+                         resume_command=["claude", "--resume", "{session_id}"])
     check = _version_check(config)
     assert check.ok and check.skipped and check.detail == live.UNKNOWN

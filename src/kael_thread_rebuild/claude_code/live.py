@@ -2,14 +2,14 @@
 
 Three witnesses, each read-only: the live process's own session registry entry
 (`sessions/<pid>.json` carries `version`), the `version` Claude Code stamps on every record of the
-transcript it writes, and `<program> --version` of the program a switch would start.
+transcript it writes, and `<program> --version` of the program a switch would start (when
+resume_command names it by an absolute path).
 """
 
 from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
@@ -27,7 +27,7 @@ PROGRAM_TIMEOUT_SECONDS = 10.0
 _VERSION_WORD = re.compile(VERSION_PATTERN.strip("^$"))
 VERIFY_COMMAND = ".ci/check-newest-claude --binary {program}"
 UNKNOWN = ("not known from here: no live registry entry names a version, the newest transcript "
-           "has no version stamp, and resume_command's program does not run here")
+           "has no version stamp, and resume_command names no absolute program that runs here")
 
 
 class Sighting(BaseModel):
@@ -77,13 +77,13 @@ def transcript_version(path: Path) -> str | None:
     return None
 
 
-def resolve_program(command: Sequence[str]) -> Path | None:
-    """The Claude Code program of a command (an argv naming it), as PATH resolves it here."""
+def resume_program(command: Sequence[str]) -> str | None:
+    """The Claude Code program of a resume command when it is named by an absolute path (as the
+    installer writes it). A bare `claude` is left alone: which one it is depends on the PATH of
+    whatever starts it, which doctor cannot see."""
     index = program_index(command)
-    if index is None:
-        return None
-    found = shutil.which(command[index])
-    return Path(found) if found else None
+    word = command[index] if index is not None else None
+    return word if word is not None and os.path.isabs(word) else None
 
 
 def program_version(program: Path) -> str | None:
@@ -101,8 +101,8 @@ def program_version(program: Path) -> str | None:
 
 def sightings(claude_config_dir: Path, pid: int | None, transcript: Path | None,
               resume_command: Sequence[str]) -> tuple[list[Sighting], str | None]:
-    """What each witness says, and the resume program: as it resolves here, else as
-    resume_command spells it when that is an absolute path (seen from a container)."""
+    """What each witness says, and resume_command's absolute program (named even where it does
+    not run, e.g. from a container)."""
     seen = []
     if pid is not None:
         found = registry_version(claude_config_dir, pid)
@@ -112,15 +112,12 @@ def sightings(claude_config_dir: Path, pid: int | None, transcript: Path | None,
         found = transcript_version(transcript)
         if found:
             seen.append(Sighting(version=found, where=f"wrote {transcript.name}"))
-    program = resolve_program(resume_command)
-    if program is not None:
-        found = program_version(program)
+    program = resume_program(resume_command)
+    if program is not None and os.access(program, os.X_OK) and os.path.isfile(program):
+        found = program_version(Path(program))
         if found:
             seen.append(Sighting(version=found, where=f"{program} --version"))
-        return seen, str(program)
-    index = program_index(resume_command)
-    named = resume_command[index] if index is not None else None
-    return seen, named if named is not None and os.path.isabs(named) else None
+    return seen, program
 
 
 def describe(seen: Sequence[Sighting]) -> tuple[str, bool]:
