@@ -1,8 +1,10 @@
 """Fidelity through the real client: every fixture's speech reaches the model verbatim, in order,
 and no runtime block does.
 
-For each fixture (made by the real Claude Code, or built from documented shapes) the engine
-builds and verifies a candidate; the real binary resumes it with `claude -p --resume` against
+For each fixture (made by the real Claude Code, or built from documented shapes) of every
+verified Claude Code version (`claude_code/versions.toml`; each has its folder
+`fixtures/claude-code-<version>/`) the engine builds and verifies a candidate; that version's real
+binary resumes it with `claude -p --resume` against
 the loopback stand-in API, and the request it sends is compared with the speech written down
 from the scenario (`<name>.expected.json`), never with what the engine read.
 """
@@ -19,20 +21,36 @@ import pytest
 from kael_thread_rebuild.candidate.writer import OPEN_TAIL_NOTICE, write_candidate
 from kael_thread_rebuild.config import parse_config
 from kael_thread_rebuild.plan import build_plan
-from tests.support.claude_env import claude_available
+from tests.support.claude_versions import Target, targets
 from tests.support.fidelity import conversation_texts, non_text_block_types, resume_and_capture
 
-FIXTURES = Path(__file__).parent / "fixtures" / "claude-code-2.1.328"
-NAMES = sorted(path.name.removesuffix(".expected.json")
-               for path in FIXTURES.glob("*.expected.json"))
 PROMPT = "Fidelity check: what did we talk about?"
 RUNTIME_BLOCKS = {"tool_use", "tool_result", "thinking", "redacted_thinking", "image"}
 
 pytestmark = pytest.mark.real_claude
 
 
-def _expected(name: str) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((FIXTURES / f"{name}.expected.json").read_text())
+def _cases() -> list[Any]:
+    """One case per fixture of every Claude Code version under test (the verified list)."""
+    return [pytest.param(target, path.name.removesuffix(".expected.json"),
+                         id=f"{target.label}-{path.name.removesuffix('.expected.json')}")
+            for target in targets() for path in sorted(target.fixtures.glob("*.expected.json"))]
+
+
+CASES = _cases()
+
+
+def test_every_verified_version_has_every_fixture() -> None:
+    by_target: dict[str, set[str]] = {}
+    for case in CASES:
+        target, name = case.values
+        by_target.setdefault(target.label, set()).add(name)
+    assert set(by_target) == {target.label for target in targets()}
+    assert len({frozenset(names) for names in by_target.values()}) == 1, by_target
+
+
+def _expected(target: Target, name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((target.fixtures / f"{name}.expected.json").read_text())
     return data
 
 
@@ -57,10 +75,11 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("fidelity")
 
 
-def _candidate(name: str, root: Path) -> tuple[Any, Any]:
+def _candidate(target: Target, name: str, root: Path) -> tuple[Any, Any]:
+    root = root / target.label
     project = root / name / "project"
     project.mkdir(parents=True)
-    source = FIXTURES / f"{name}.jsonl"
+    source = target.fixtures / f"{name}.jsonl"
     copy = project / source.name
     shutil.copyfile(source, copy)
     config = parse_config({"project_dir": str(project), "claude_workdir": str(root / name)})
@@ -74,10 +93,11 @@ def _candidate(name: str, root: Path) -> tuple[Any, Any]:
     return plan, result
 
 
-@pytest.mark.parametrize("name", NAMES)
-def test_engine_selects_exactly_the_scenario_speech(name: str, workspace: Path) -> None:
-    expected = _expected(name)
-    plan, _ = _candidate(name, workspace / "engine")
+@pytest.mark.parametrize(("target", "name"), CASES)
+def test_engine_selects_exactly_the_scenario_speech(target: Target, name: str,
+                                                    workspace: Path) -> None:
+    expected = _expected(target, name)
+    plan, _ = _candidate(target, name, workspace / "engine")
     items = plan.items
     texts = plan.texts()
     _assert_same_speech(expected["speech"],
@@ -92,13 +112,14 @@ def test_engine_selects_exactly_the_scenario_speech(name: str, workspace: Path) 
         assert all(text not in said for said in texts)
 
 
-@pytest.mark.skipif(not claude_available(), reason="the pinned Claude Code binary is missing")
-@pytest.mark.parametrize("name", NAMES)
-def test_real_client_receives_the_speech_verbatim(name: str, workspace: Path) -> None:
-    expected = _expected(name)
-    plan, result = _candidate(name, workspace / "client")
+@pytest.mark.parametrize(("target", "name"), CASES)
+def test_real_client_receives_the_speech_verbatim(target: Target, name: str, workspace: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    target.use(monkeypatch)  # this version's binary resumes the candidate
+    expected = _expected(target, name)
+    plan, result = _candidate(target, name, workspace / "client")
     bodies = resume_and_capture(result.candidate_path, result.new_session_id,
-                                workspace / "client" / name, PROMPT)
+                                workspace / "client" / target.label / name, PROMPT)
     body = bodies[0]
     assert not non_text_block_types(body) & RUNTIME_BLOCKS, non_text_block_types(body)
     texts = conversation_texts(body)

@@ -36,6 +36,7 @@ from .claude_cli import (
     missing_flags,
     resume_from_argv,
 )
+from .claude_code import live as claude_live
 from .config import Activation, Config
 from .defaults import CONFIG_ENV, DEFAULT_STATE_DIR
 from .errors import KaelError
@@ -74,6 +75,7 @@ class Check(BaseModel):
     detail: str
     fix: str = ""
     skipped: bool = False  # not knowable from here; `ok` stays true
+    warning: bool = False  # worth acting on, but no reason to refuse a switch; `ok` stays true
 
 
 class DoctorReport(BaseModel):
@@ -91,6 +93,10 @@ def _fail(name: str, detail: str, fix: str) -> Check:
 
 def _skip(name: str, detail: str) -> Check:
     return Check(name=name, ok=True, detail=detail, skipped=True)
+
+
+def _warn(name: str, detail: str, fix: str) -> Check:
+    return Check(name=name, ok=True, detail=detail, fix=fix, warning=True)
 
 
 # -- the live process ------------------------------------------------------------------------
@@ -447,6 +453,22 @@ def check_resume_command(facts: Facts) -> Check:
     through = f" through {' / '.join(wrappers)}" if wrappers else ""
     return _ok(name, f"keeps every flag of the live Claude Code (pid {pid}){through}"
                      + (f": {', '.join(group[0] for group in kept)}" if kept else ""))
+
+
+def check_claude_version(facts: Facts) -> Check:
+    """The live Claude Code (and the program a switch starts) is a version this project has
+    verified; an unverified one is a warning with the command that verifies it here."""
+    name, process = "claude_version", facts.claude_process
+    pid = None if isinstance(process, str) else process[0]
+    newest = facts.transcripts[0] if facts.transcripts else None
+    seen, program = claude_live.sightings(facts.claude_config_dir, pid, newest,
+                                          facts.config.resume_command)
+    if not seen:
+        return _skip(name, claude_live.UNKNOWN)
+    detail, all_verified = claude_live.describe(seen)
+    if all_verified:
+        return _ok(name, detail)
+    return _warn(name, detail, claude_live.verify_hint(program))
 
 
 def _settings_files(facts: Facts) -> list[Path]:
@@ -818,6 +840,7 @@ CHECKS: tuple[CheckFn, ...] = (
     check_target,
     check_session,
     check_resume_command,
+    check_claude_version,
     check_stop_hook,
     check_hook_delivery,
     check_mcp_server,

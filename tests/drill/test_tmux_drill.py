@@ -1,6 +1,7 @@
 """The live drill: the real Claude Code, interactive in a tmux pane, asks for a rebuild through our
 MCP tool; its Stop hook schedules it; the daemon switches the pane to the rebuilt session; a
-rollback takes it back. A refusal through the same path when the pane is replaced meanwhile.
+rollback takes it back, on every verified Claude Code version. A refusal through the same path
+when the pane is replaced meanwhile.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import pytest
 
 from kael_thread_rebuild.operations.model import Operation, OperationStatus
 from tests.support.claude_env import claude_available, tmux_available
+from tests.support.claude_versions import Target, targets
 from tests.switching.sandbox import SLEEPER, wait_until
 
 from . import live, procs, steps
@@ -21,8 +23,12 @@ pytestmark = [
     pytest.mark.skipif(not claude_available(), reason="the Claude Code binary is not installed"),
     pytest.mark.skipif(not tmux_available(), reason="tmux is not installed"),
 ]
+# Once per Claude Code version under test (the verified list): the whole round trip, on the
+# version's own binary. The refusal below runs on the pinned version only.
+@pytest.mark.parametrize("target", targets(), ids=lambda target: target.label)
 def test_the_model_requests_a_rebuild_and_the_pane_switches_then_rolls_back(
-        tmp_path: Path) -> None:
+        tmp_path: Path, target: Target, monkeypatch: pytest.MonkeyPatch) -> None:
+    target.use(monkeypatch)
     with live.stage(tmp_path) as drill:
         pane_id, old_pid = drill.pane()
         drill.turn(live.P_TOOLS, live.A_TOOLS_DONE)

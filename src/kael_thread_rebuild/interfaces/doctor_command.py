@@ -16,6 +16,8 @@ if TYPE_CHECKING:
 def _status(check: Check) -> str:
     if not check.ok:
         return "FAIL"
+    if check.warning:
+        return "warn"
     return "skip" if check.skipped else "ok"
 
 
@@ -24,7 +26,7 @@ def format_lines(checks: list[Check]) -> list[str]:
     lines = []
     for check in checks:
         line = f"{_status(check):<4}  {check.name:<{width}}  {check.detail}"
-        if not check.ok and check.fix:
+        if (not check.ok or check.warning) and check.fix:
             line += f" — fix: {check.fix}"
         lines.append(line)
     return lines
@@ -50,7 +52,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser],
                     "Claude Code, the Stop hook and whether its last calls reached the daemon, "
                     "the MCP registration and containers, image and daemon versions (with the "
                     "host's facts, see image/run-doctor.sh) and that no operation is stuck. One "
-                    "line per check; `skip` means it cannot be known from here. It changes "
-                    "nothing, ever: a stuck operation is reported with its fix (`recover`). "
-                    "Exit 1 when any check fails.")
+                    "line per check; `skip` means it cannot be known from here, `warn` that it "
+                    "stops no switch but needs a look (a Claude Code version this project has "
+                    "not verified). It changes nothing, ever: a stuck operation is reported with "
+                    "its fix (`recover`). Exit 1 when any check fails.")
     doctor.set_defaults(handler=_doctor)

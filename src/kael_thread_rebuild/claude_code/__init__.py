@@ -1,0 +1,1 @@
+"""Claude Code itself: the versions this project has verified, and which one a household runs."""
