@@ -145,7 +145,7 @@ def missing_flags(live_args: Sequence[str], kept_args: Sequence[str]) -> list[Fl
 
 # -- Claude Code's project folder ------------------------------------------------------------
 
-_NON_ALNUM = re.compile(r"[^a-zA-Z0-9]")
+_ALNUM = re.compile(r"[a-zA-Z0-9]")
 
 
 def _java_hash(text: str) -> int:
@@ -166,8 +166,11 @@ def _base36(number: int) -> str:
 
 
 def encode_project_dir(workdir: str) -> str:
-    """Claude Code's folder name under `<config dir>/projects/` for a physical working dir."""
-    name = _NON_ALNUM.sub("-", workdir)
+    """Claude Code's folder name under `<config dir>/projects/` for a physical working dir.
+    JavaScript strings are UTF-16: a character outside the BMP (an emoji) is two code units, so
+    it becomes two dashes, and the limit of 200 counts code units."""
+    name = "".join(char if _ALNUM.fullmatch(char) else "-" * (1 + (ord(char) > 0xFFFF))
+                   for char in workdir)
     if len(name) <= 200:
         return name
     return f"{name[:200]}-{_base36(abs(_java_hash(workdir)))}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -260,10 +261,30 @@ def test_ansible_ships_the_linked_module_utils_to_the_host(tmp_path: Path) -> No
     assert not shipped.is_symlink() and shipped.read_bytes() == PACKAGE_CLI.read_bytes()
 
 
-@pytest.mark.parametrize("workdir", ["/home/user/my_proj.v2", "/srv/家/claude", "/" + "x" * 260,
-                                     "/tmp/" + "é" * 150])
-def test_same_project_dir_encoding_as_the_engine(workdir: str) -> None:
-    assert cli.encode_project_dir(workdir) == paths.encode_project_dir(workdir)
+#: Claude Code's own encoding (JavaScript, as read from the 2.1.328 source; see the Claude Code
+#: facts notes), run by node: an oracle independent of the Python port under test.
+ENCODE_JS = """
+const w = s => s.replace(/[^a-zA-Z0-9]/g, "-");
+const hash31 = s => { let h = 0;
+                      for (let i = 0; i < s.length; i++) h = h * 31 + s.charCodeAt(i) | 0;
+                      return h; };
+const enc = p => { const n = w(p); return n.length <= 200 ? n
+                   : `${n.slice(0, 200)}-${Math.abs(hash31(p)).toString(36)}`; };
+process.stdout.write(JSON.stringify(JSON.parse(process.argv[1]).map(enc)));
+"""
+WORKDIRS = ["/home/user/my_proj.v2", "/srv/家/claude", "/" + "x" * 260, "/tmp/" + "é" * 150,
+            "/srv/companion 🦊/work", "/tmp/" + "🦊" * 120, "/a/" + "b-" * 150]
+
+
+def test_project_dir_encoding_matches_claude_codes_own() -> None:
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed")
+    expected = json.loads(subprocess.run([node, "-e", ENCODE_JS, json.dumps(WORKDIRS)],
+                                         capture_output=True, text=True, check=True,
+                                         timeout=60).stdout)
+    assert [cli.encode_project_dir(w) for w in WORKDIRS] == expected
+    assert [paths.encode_project_dir(w) for w in WORKDIRS] == expected  # the engine's too
 
 
 def test_filter_plugin_gives_the_module_answer() -> None:
