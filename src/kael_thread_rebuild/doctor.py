@@ -34,6 +34,7 @@ from .claude_cli import (
     claude_arguments,
     flag_groups,
     missing_flags,
+    prompt_words,
     resume_from_argv,
 )
 from .config import Activation, Config
@@ -417,6 +418,14 @@ def resume_claude_args(resume_command: Sequence[str]) -> tuple[list[str], list[s
     return resume.claude_args, resume.wrappers
 
 
+def _carried_prompt(resume_command: Sequence[str]) -> list[str]:
+    """The words Claude Code would take as a prompt in a resume command that names it."""
+    try:
+        return prompt_words(resume_from_argv(resume_command).claude_args)
+    except StartCommandError:
+        return []
+
+
 def check_resume_command(facts: Facts) -> Check:
     name, config = "resume_command", facts.config
     process = facts.claude_process
@@ -430,6 +439,10 @@ def check_resume_command(facts: Facts) -> Check:
         return _fail(name, f"the flags it gives Claude Code cannot be read: {exc}",
                      "spell resume_command as an argv, or as a wrapper whose Claude Code words "
                      "are plain (bash -lc \"cd DIR && exec claude --resume {session_id} …\")")
+    prompt = _carried_prompt(config.resume_command)
+    if prompt:
+        return _fail(name, f"carries a prompt, which every switch would send again: "
+                           f"{shlex.join(prompt)}", "remove those words from resume_command")
     missing = missing_flags(live_args, kept_args)
     if missing:
         shown = ", ".join(" ".join(group) for group in missing)

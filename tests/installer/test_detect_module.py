@@ -48,7 +48,11 @@ def test_finds_the_tmux_instance_and_everything_about_it(run_module: RunModule,
     assert found["claude_cli"] == [str(household.bin / "claude")]
     assert found["start_command"] == {"kind": "tmux_start_command", "value": f'"{INCIDENT}"'}
     resume = resume_of(run_module, found)
-    assert resume["resume_command"] == ["claude", "--resume", R, *INCIDENT_FLAGS]
+    # The pane's command says `claude`; the program is recorded as the path the live process's
+    # own PATH finds (the switch runs it where that PATH does not apply).
+    assert str(household.bin) not in os.environ.get("PATH", "")
+    assert resume["resume_command"] == [str(household.bin / "claude"), "--resume", R,
+                                        *INCIDENT_FLAGS]
     assert resume["live_checked"]
 
 

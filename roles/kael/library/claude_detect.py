@@ -326,8 +326,9 @@ def _ask_systemd(c: Candidate, table_pids: list[int]) -> None:
                   _unit_object(unit), "org.freedesktop.systemd1.Service", "ExecStart"])
     try:
         commands = json.loads(exact or "")["data"]
-        if len(commands) == 1:
-            c.start_command = {"kind": "unit_argv", "value": commands[0][1]}
+        if len(commands) == 1:  # (path, argv, ignore): path is the program, argv[0] a name
+            path, argv = commands[0][0], commands[0][1]
+            c.start_command = {"kind": "unit_argv", "value": [path, *argv[1:]]}
             return
     except (ValueError, KeyError, IndexError, TypeError):
         pass
