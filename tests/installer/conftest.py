@@ -38,6 +38,8 @@ INCIDENT_FLAGS = ["--channels", "plugin:telegram@claude-plugins-official",
 def load_module_utils(name: str) -> ModuleType:
     """The role's module_utils file, importable as modules import it."""
     full = f"ansible.module_utils.{name}"
+    if name != "kael_claude_cli":  # the others import it
+        load_module_utils("kael_claude_cli")
     if full not in sys.modules:
         spec = importlib.util.spec_from_file_location(full, ROLE / "module_utils" / f"{name}.py")
         assert spec is not None and spec.loader is not None
