@@ -12,11 +12,14 @@ from typing import Any
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.kael_claude_cli import (
     POINTER_RUNNERS,
+    StartCommandError,
     basename,
     encode_project_dir,
     is_claude_process,
+    parse_exec_start,
     pointer_path,
     program_index,
+    unit_program,
 )
 from ansible.module_utils.kael_procs import (
     Proc,
@@ -70,7 +73,9 @@ options:
     description: The unit running Claude Code (C(.service) may be left out).
     type: str
   pointer_path:
-    description: The pointer file a pointer runner reads.
+    description:
+      - The pointer file a pointer runner, or the start command of a systemd unit, reads. A
+        unit matches when a word of its ExecStart names that file.
     type: path
   claude_user:
     description: The user Claude Code runs as.
@@ -171,7 +176,9 @@ systemd:
   returned: success
   type: dict
 pointer_path:
-  description: The pointer file (pointer base).
+  description:
+    - The pointer file (pointer base); for the systemd base the one given, or the first
+      argument of the unit's C(claude-start) (examples/systemd).
   returned: success
   type: str
 session_id:
@@ -228,7 +235,8 @@ class Candidate:
             where = f"tmux pane {self.tmux['target']} ({self.tmux['pane_id']}) on " \
                     f"{self.tmux['socket']}"
         elif self.base == "systemd":
-            where = f"systemd {self.systemd['bus']} unit {self.systemd['unit']}"
+            where = f"systemd {self.systemd['bus']} unit {self.systemd['unit']}" + (
+                f" reading {self.pointer}" if self.pointer else "")
         elif self.base == "pointer":
             where = f"pointer runner of {self.pointer}"
         else:
@@ -274,8 +282,8 @@ def _cheap_match(c: Candidate, params: dict[str, Any]) -> bool:
         params["claude_workdir"] is None or _same_path(c.cwd, params["claude_workdir"]),
         params["claude_config_dir"] is None or _same_path(c.config_dir,
                                                           params["claude_config_dir"]),
-        params["pointer_path"] is None or (c.pointer is not None
-                                           and _same_path(c.pointer, params["pointer_path"])),
+        params["pointer_path"] is None or not c.runner or (
+            c.pointer is not None and _same_path(c.pointer, params["pointer_path"])),
         params["tmux_socket"] is None or (c.socket is not None and _socket_matches(
             params["tmux_socket"], c.socket, c.proc.uid)),
         params["systemd_unit"] is None or (c.unit is not None and c.unit[0] in (
@@ -336,6 +344,31 @@ def _ask_systemd(c: Candidate, table_pids: list[int]) -> None:
     c.start_command = {"kind": "exec_start", "value": shown.strip()}
 
 
+#: Start scripts whose first argument is the pointer file (examples/systemd/claude-start).
+POINTER_START_SCRIPTS = frozenset({"claude-start"})
+
+
+def _unit_words(c: Candidate) -> list[str]:
+    value = c.start_command.get("value")
+    if c.start_command.get("kind") == "unit_argv":
+        return unit_program(value)
+    try:
+        return parse_exec_start(value or "")[0]
+    except StartCommandError:
+        return []
+
+
+def _unit_pointer(c: Candidate, given: str | None) -> str | None:
+    """The pointer file the unit's start command reads: the one given when a word of it names
+    that file, else the first argument of a known start script (claude-start POINTER …)."""
+    words = _unit_words(c)
+    if given is not None:
+        return given if any(os.path.isabs(w) and _same_path(w, given) for w in words) else None
+    if len(words) > 1 and basename(words[0]) in POINTER_START_SCRIPTS:
+        return words[1]
+    return None
+
+
 def _claude_cli(c: Candidate) -> list[str]:
     argv = c.proc.argv
     if c.runner:
@@ -383,8 +416,11 @@ def main() -> None:
             _ask_tmux(c, params["tmux"], lineage)
             if c.base is None:
                 _ask_systemd(c, lineage)
+            if c.base == "systemd":
+                c.pointer = _unit_pointer(c, params["pointer_path"])
     wanted = params["base"]
     matching = [c for c in matching if c.base is not None
+                and (params["pointer_path"] is None or c.pointer is not None)
                 and wanted in ("auto", c.base)
                 and (params["tmux_target"] is None or _target_matches(params["tmux_target"],
                                                                       c.tmux))]
