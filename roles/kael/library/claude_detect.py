@@ -97,7 +97,12 @@ attributes:
     support: none
     details: Read-only.
 notes:
-  - Linux only (C(/proc)); run it as root to see other users' processes.
+  - Linux only (C(/proc)); run it as root to see other users' processes. Reading another
+    user's C(/proc/PID/environ) needs CAP_SYS_PTRACE, which root inside a container does not
+    have by default: there, run it as the Claude user (a process it cannot read is listed in
+    C(seen) with the reason).
+  - A user unit's manager is asked over C(/run/user/UID/bus), through C(runuser) when run as
+    root (C(--machine=USER@) would need systemd-machined).
 author:
   - kael-thread-rebuild maintainers
 """
@@ -195,8 +200,9 @@ seen:
 TIMEOUT = 10
 
 
-def _run(argv: list[str]) -> str | None:
+def _run(argv: list[str], extra_env: dict[str, str] | None = None) -> str | None:
     env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
+    env.update(extra_env or {})
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT, env=env,
                               stdin=subprocess.DEVNULL, check=False)
@@ -258,20 +264,26 @@ def _socket_matches(given: str, socket: str, uid: int) -> bool:
     return _same_path(os.path.join(base, f"tmux-{uid}", given), socket)
 
 
-def _scan(table: dict[int, Proc]) -> list[Candidate]:
+def _scan(table: dict[int, Proc]) -> tuple[list[Candidate], list[str]]:
+    """The candidates, and a line for each one whose /proc entries cannot be read."""
     claude = {pid for pid, p in table.items() if is_claude_process(p.argv)}
     runners = {pid for pid, p in table.items()
                if any(basename(w) in POINTER_RUNNERS for w in p.argv)}
-    found = []
+    found, unreadable = [], []
     for pid in sorted(claude | runners):
         above = set(ancestors(pid, table))
         if above & (claude | runners):
             continue  # a child of another Claude Code, or a runner's `claude -p` call
         try:
             found.append(Candidate(table[pid], pid in runners))
-        except OSError:
-            continue  # gone, or not ours to read
-    return found
+        except FileNotFoundError:
+            continue  # gone
+        except OSError as exc:
+            unreadable.append(
+                f"pid {pid} uid {table[pid].uid}: {' '.join(table[pid].argv)} (cannot read "
+                f"its /proc entries: {exc.strerror}; run as root with CAP_SYS_PTRACE, which a "
+                "container's root lacks, or as that user)")
+    return found, unreadable
 
 
 def _cheap_match(c: Candidate, params: dict[str, Any]) -> bool:
@@ -320,18 +332,34 @@ def _unit_object(unit: str) -> str:
     return f"/org/freedesktop/systemd1/unit/{escaped}"
 
 
+def _user_manager(c: Candidate) -> tuple[list[str], dict[str, str]]:
+    """(argv prefix, environment) that reach the user manager of C's user over its bus in
+    /run/user/UID: directly as that user, through runuser as root (`--machine=USER@` would
+    need systemd-machined, which Debian does not install by default)."""
+    runtime = f"/run/user/{c.proc.uid}"
+    env = {"XDG_RUNTIME_DIR": runtime, "DBUS_SESSION_BUS_ADDRESS": f"unix:path={runtime}/bus"}
+    if os.geteuid() == c.proc.uid:
+        return [], env
+    return ["runuser", "-u", c.user, "--", "env", *(f"{k}={v}" for k, v in env.items())], {}
+
+
 def _ask_systemd(c: Candidate, table_pids: list[int]) -> None:
     if c.unit is None:
         return
     unit, bus = c.unit
-    scope = ["--user", f"--machine={c.user}@"] if bus == "user" else []
-    out = (_run(["systemctl", *scope, "show", "-p", "MainPID", "--value", unit]) or "").strip()
+    prefix, env = _user_manager(c) if bus == "user" else ([], {})
+    scope = ["--user"] if bus == "user" else []
+
+    def run(*argv: str) -> str | None:
+        return _run([*prefix, *argv], env)
+
+    out = (run("systemctl", *scope, "show", "-p", "MainPID", "--value", unit) or "").strip()
     if not out.isdigit() or int(out) not in table_pids:
         return
     c.base = "systemd"
     c.systemd = {"unit": unit, "bus": bus, "main_pid": int(out.strip())}
-    exact = _run(["busctl", *scope, "--json=short", "get-property", "org.freedesktop.systemd1",
-                  _unit_object(unit), "org.freedesktop.systemd1.Service", "ExecStart"])
+    exact = run("busctl", *scope, "--json=short", "get-property", "org.freedesktop.systemd1",
+                _unit_object(unit), "org.freedesktop.systemd1.Service", "ExecStart")
     try:
         commands = json.loads(exact or "")["data"]
         if len(commands) == 1:  # (path, argv, ignore): path is the program, argv[0] a name
@@ -340,7 +368,7 @@ def _ask_systemd(c: Candidate, table_pids: list[int]) -> None:
             return
     except (ValueError, KeyError, IndexError, TypeError):
         pass
-    shown = _run(["systemctl", *scope, "show", "-p", "ExecStart", unit]) or ""
+    shown = run("systemctl", *scope, "show", "-p", "ExecStart", unit) or ""
     c.start_command = {"kind": "exec_start", "value": shown.strip()}
 
 
@@ -408,7 +436,7 @@ def main() -> None:
     )
     params = module.params
     table = {p.pid: p for p in processes()}
-    seen = _scan(table)
+    seen, unreadable = _scan(table)
     matching = [c for c in seen if _cheap_match(c, params)]
     for c in matching:
         lineage = [c.proc.pid, *ancestors(c.proc.pid, table)]
@@ -424,7 +452,7 @@ def main() -> None:
                 and wanted in ("auto", c.base)
                 and (params["tmux_target"] is None or _target_matches(params["tmux_target"],
                                                                       c.tmux))]
-    lines = [c.describe() for c in seen]
+    lines = [c.describe() for c in seen] + unreadable
     asked = {k: v for k, v in params.items() if v is not None and k not in ("name", "tmux")
              and not (k == "base" and v == "auto")}
     if len(matching) != 1:
