@@ -99,7 +99,7 @@ attributes:
 notes:
   - Linux only (C(/proc)); run it as root to see other users' processes. Reading another
     user's C(/proc/PID/environ) needs CAP_SYS_PTRACE, which root inside a container does not
-    have by default: there, run it as the Claude user (a process it cannot read is listed in
+    have by default; there, run it as the Claude user (a process it cannot read is listed in
     C(seen) with the reason).
   - A user unit's manager is asked over C(/run/user/UID/bus), through C(runuser) when run as
     root (C(--machine=USER@) would need systemd-machined).

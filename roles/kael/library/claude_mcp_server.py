@@ -18,7 +18,7 @@ description:
   - Reads C(mcpServers.SERVER) of Claude Code's global state file (C(~/.claude.json), or
     C($CLAUDE_CONFIG_DIR/.claude.json)) and returns its command line.
   - That file holds the user's API keys and OAuth tokens, so nothing else of it is returned,
-    and the values of the server's C(env) are not either (only their names): a play run with
+    and the values of the server's C(env) are not either (only their names), so a play run with
     C(-v) prints no secret. Read the file with this module, never with C(slurp).
   - Read-only. A missing file is no registration; an unreadable one fails naming the cause.
 version_added: "0.1.0"

@@ -32,13 +32,13 @@ description:
     tools C(mcp__SERVER__thread_rebuild_doctor|dirty|plan|status) to C(permissions.allow).
     C(thread_rebuild_request), C(cancel) and C(rollback_request) are never added, so they keep
     asking the human.
-  - The file's text is spliced, never re-serialised: every byte outside our entries stays as it
-    was (escapes such as C(caf\\u00e9), numbers such as C(1.50), spacing, key order). A file
+  - The file's text is spliced, never re-serialised; every byte outside our entries stays as it
+    was (escapes such as C(caf\u00e9), numbers such as C(1.50), spacing, key order). A file
     whose C(hooks) key was dropped (Claude Code has been seen rewriting the file without it)
     gets it back. A missing or empty file is treated as C({}); a C(null) C(hooks),
     C(hooks.Stop), C(permissions) or C(permissions.allow) as absent.
   - What O(state=present) added is kept in a record, O(record). With O(state=absent), only
-    that is removed: the hook entry (and its group), the permissions it added (not one the
+    that is removed, the hook entry (and its group), the permissions it added (not one the
     user had before), and a container it created (C(hooks), C(hooks.Stop), C(permissions),
     C(permissions.allow)) when nothing else is in it, back to C(null) if it was C(null). Empty
     C({}) and C([]) the user had stay. Without a record (an install by a version that kept
