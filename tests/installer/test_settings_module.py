@@ -393,3 +393,17 @@ def test_one_definition_of_our_hook_for_the_installer_and_doctor() -> None:
     assert not claude_cli.runs_hook_stop("notify-send hook-stopped")  # a word, not a substring
     assert claude_cli.same_hook(OLD_HOOK, HOOK) and not claude_cli.same_hook(
         HOOK.replace("/etc/k/x.toml", "/etc/k/y.toml"), HOOK)
+
+
+def test_an_unreadable_record_stops_and_leaves_the_file(run_module: RunModule,
+                                                        settings: Path) -> None:
+    write(settings, FOREIGN_SETTINGS)
+    merge(run_module, settings)
+    installed = settings.read_bytes()
+    record = settings.parent.parent / "backups" / "settings.json.added.json"
+    record.write_text("{ not json")
+    result = merge(run_module, settings, state="absent")
+    assert result["failed"] and "record of what install added" in result["msg"]
+    assert settings.read_bytes() == installed
+    record.write_text('{"created": [1], "permissions": "x", "hook_command": 3}')  # odd shapes
+    assert not merge(run_module, settings, state="absent").get("failed")

@@ -59,11 +59,12 @@ class Record(NamedTuple):
     def from_json(cls, data: Any) -> Record:
         if not isinstance(data, dict):
             raise SettingsError("the record of what install added is not a JSON object")
-        hook = data.get("hook_command")
+        hook, rules, created = (data.get(k) for k in ("hook_command", "permissions", "created"))
         return cls(hook if isinstance(hook, str) else None,
-                   tuple(p for p in data.get("permissions", []) if isinstance(p, str)),
-                   tuple((k, v) for k, v in dict(data.get("created", {})).items()
-                         if v in ("absent", "null")))
+                   tuple(p for p in rules if isinstance(p, str)) if isinstance(rules, list)
+                   else (),
+                   tuple((k, v) for k, v in created.items() if v in ("absent", "null"))
+                   if isinstance(created, dict) else ())
 
 
 # -- JSON text with spans ---------------------------------------------------------------------
