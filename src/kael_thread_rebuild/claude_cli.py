@@ -24,24 +24,80 @@ from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 PLACEHOLDER = "{session_id}"
+#: The Claude Code whose command line this file knows.
+VERSION = "2.1.328"
 
-# Claude Code 2.1.328 (`claude --help`): options that take no value, so a word after them is the
-# prompt, not their value. Options not listed (hidden ones such as `--channels` too) take the
-# words up to the next option.
-NO_VALUE = frozenset({
-    "--allow-dangerously-skip-permissions", "--ax-screen-reader", "--background", "--bare",
-    "--brief", "--chrome", "--continue", "--dangerously-skip-permissions", "--desktop",
-    "--disable-slash-commands", "--exclude-dynamic-system-prompt-sections", "--fork-session",
-    "--forward-subagent-text", "--help", "--ide", "--include-hook-events",
-    "--include-partial-messages", "--no-chrome", "--no-session-persistence", "--print",
-    "--replay-user-messages", "--restricted", "--safe-mode", "--strict-mcp-config", "--tmux",
-    "--verbose", "--version",
-})
-ALIASES = {
-    "-c": "--continue", "-r": "--resume", "-p": "--print", "-d": "--debug", "-n": "--name",
-    "-w": "--worktree", "-h": "--help", "-v": "--version", "--bg": "--background",
-    "--allowedTools": "--allowed-tools", "--disallowedTools": "--disallowed-tools",
-}
+# Every option of Claude Code 2.1.328's main command as commander declares it: those `claude
+# --help` lists and the hidden ones the binary accepts (each probed: no "unknown option").
+# commander's arity: `<v>` takes the next word whatever it is, `[v]` the next word unless it is
+# an option, `<v...>` the next word and every further one up to an option, none a flag.
+OPTION_SPECS = (
+    "--add-dir <directories...>", "--advisor <model>", "--agent <agent>", "--agent-color <color>",
+    "--agent-id <id>", "--agent-name <name>", "--agent-type <type>", "--agents <json-or-file>",
+    "--agents-view-if-allowed", "--allow-dangerously-skip-permissions", "--allow-other-models",
+    "--allowedTools, --allowed-tools <tools...>", "--append-subagent-system-prompt <prompt>",
+    "--append-subagent-system-prompt-file <file>", "--append-system-prompt <prompt>",
+    "--append-system-prompt-file <file>", "--attach-serve <session_id>",
+    "--autocompact <auto|tokens>", "--await-claim", "--await-initialize", "--ax-screen-reader",
+    "--bare", "--betas <betas...>", "--bg, --background", "--brief", "-c, --continue",
+    "--channels <servers...>", "--chrome", "--client-data-url <url>",
+    "--cloud [description|session_id|url]", "--correlation-id <id>", "-d, --debug [filter]",
+    "-d2e, --debug-to-stderr", "--dangerously-load-development-channels <servers...>",
+    "--dangerously-skip-permissions", "--debug-file <path>", "--deep-link-cwd-b64 <b64>",
+    "--deep-link-last-fetch <ms>", "--deep-link-origin", "--deep-link-repo <slug>", "--desktop",
+    "--disable-slash-commands", "--disallowedTools, --disallowed-tools <tools...>",
+    "--effort <level>", "--enable-auth-status", "--enable-auto-mode",
+    "--environment <environment_id>", "--exclude-dynamic-system-prompt-sections",
+    "--fallback-model <model>", "--fast-mode <on|off>", "--file <specs...>", "--fork-session",
+    "--forward-home-settings <true|false>", "--forward-subagent-text", "--from-pr [value]",
+    "-h, --help", "--hold-repository-while-parked", "--host-auth-is-org-sign-in", "--ide",
+    "--include-hook-events", "--include-partial-messages", "--include-unsupported-models",
+    "--inherit-permission-mode <mode>", "--init", "--init-only", "--initialize-fields <names>",
+    "--input-format <format>", "--json-schema <schema>", "--lead-verify-key <time.key>",
+    "--maintenance", "--managed-settings <json>", "--managed-settings-in-initialize",
+    "--max-budget-usd <amount>", "--max-thinking-tokens <tokens>", "--max-turns <turns>",
+    "--mcp-config <configs...>", "--messaging-socket-path <path>", "--metadata <key=value>",
+    "--model <model>", "-n, --name <name>", "--no-chrome", "--no-session-persistence",
+    "--on-branch <branch>", "--output-format <format>", "-p, --print", "--parent-session-id <id>",
+    "--permission-mode <mode>", "--permission-prompt-tool <tool>",
+    "--permission-prompts <target>", "--plan-mode-instructions <instructions>",
+    "--plan-mode-required", "--plugin-dir <path>", "--plugin-dir-no-mcp <path>",
+    "--plugin-url <url>", "--pool <pool_id>", "--prefill <text>", "--prefill-b64 <b64>",
+    "--proactivity <level>", "--project-config-root <dir>", "--prompt-suggestions [value]",
+    "-r, --resume [value]", "--rc [name]", "--ref <ref>", "--remote [description|session_id|url]",
+    "--remote-control [name]", "--remote-control-session-name-prefix <prefix>",
+    "--replay-user-messages", "--reply-on-resume", "--restricted",
+    "--resume-drops-turn <message id>", "--resume-session-at <message id>",
+    "--rewind-files <user-message-id>", "--runner-declares <names>", "--safe-mode",
+    "--sdk-url <url>", "--session-began-as-copy <value>", "--session-id <uuid>",
+    "--session-mirror", "--setting-sources <sources>", "--settings <file-or-json>",
+    "--strict-mcp-config", "--system-prompt <prompt>", "--system-prompt-file <file>",
+    "--system-prompt-snapshot <on|off>", "--task-budget <tokens>", "--team-name <name>",
+    "--teammate-mode <mode>", "--teleport [session]", "--thinking <mode>",
+    "--thinking-display <display>", "--tmux", "--tools <tools...>", "-v, --version", "--verbose",
+    "-w, --worktree [name]", "--watch-artifact <artifact>",
+    "--watch-artifact-no-autoreact <artifact>", "--workload <tag>",
+)
+NONE, ONE, OPTIONAL, MANY = "none", "one", "optional", "many"
+
+
+def _arity(spec: str) -> str:
+    value = spec.partition(" <")[2] or spec.partition(" [")[2]
+    if not value:
+        return NONE
+    if value.endswith("...>") or value.endswith("...]"):
+        return MANY
+    return ONE if "<" in spec else OPTIONAL
+
+
+def _names(spec: str) -> list[str]:
+    return [name.strip() for name in re.split(r" [<\[]", spec)[0].split(",")]
+
+
+#: Each option's arity, by its canonical name (the last spelling of its spec).
+ARITY = {_names(spec)[-1]: _arity(spec) for spec in OPTION_SPECS}
+#: Other spellings of an option (`-c`, `--allowedTools`, `--bg`) to its canonical name.
+ALIASES = {alias: _names(spec)[-1] for spec in OPTION_SPECS for alias in _names(spec)[:-1]}
 #: Flags that pick the session: the resume command replaces them with its own.
 SESSION_FLAGS = frozenset({"--continue", "--resume", "--session-id", "--fork-session"})
 #: Words before the program that take the next word as a user or group (`sudo -u claude claude`).
@@ -110,26 +166,6 @@ def is_claude_process(argv: Sequence[str]) -> bool:
         basename(argv[0]) in INTERPRETERS and all(w.startswith("-") for w in argv[1:index])))
 
 
-def flag_groups(words: Iterable[str]) -> list[FlagGroup]:
-    """Each option with its values, spelled canonically; session flags and the prompt (words
-    that belong to no option, and everything after `--`) are left out."""
-    groups: list[list[str]] = []
-    current: list[str] | None = None
-    for word in words:
-        if word == "--":
-            break
-        if word.startswith("-") and len(word) > 1:
-            name, equals, value = word.partition("=")
-            name = ALIASES.get(name, name)
-            current = [name, value] if equals else [name]
-            groups.append(current)
-            if equals or name in NO_VALUE:
-                current = None
-        elif current is not None:
-            current.append(word)
-    return [tuple(group) for group in groups if group[0] not in SESSION_FLAGS]
-
-
 def missing_flags(live_args: Sequence[str], kept_args: Sequence[str]) -> list[FlagGroup]:
     """Options of LIVE_ARGS (the words after the program) that KEPT_ARGS does not carry, as a
     multiset: an option given twice must be kept twice."""
@@ -145,7 +181,7 @@ def missing_flags(live_args: Sequence[str], kept_args: Sequence[str]) -> list[Fl
 
 # -- Claude Code's project folder ------------------------------------------------------------
 
-_NON_ALNUM = re.compile(r"[^a-zA-Z0-9]")
+_ALNUM = re.compile(r"[a-zA-Z0-9]")
 
 
 def _java_hash(text: str) -> int:
@@ -166,14 +202,102 @@ def _base36(number: int) -> str:
 
 
 def encode_project_dir(workdir: str) -> str:
-    """Claude Code's folder name under `<config dir>/projects/` for a physical working dir."""
-    name = _NON_ALNUM.sub("-", workdir)
+    """Claude Code's folder name under `<config dir>/projects/` for a physical working dir.
+    JavaScript strings are UTF-16: a character outside the BMP (an emoji) is two code units, so
+    it becomes two dashes, and the limit of 200 counts code units."""
+    name = "".join(char if _ALNUM.fullmatch(char) else "-" * (1 + (ord(char) > 0xFFFF))
+                   for char in workdir)
     if len(name) <= 200:
         return name
     return f"{name[:200]}-{_base36(abs(_java_hash(workdir)))}"
 
 
 # -- which words of the Claude Code arguments pick the session, and which are a prompt ---------
+
+
+class Option(NamedTuple):
+    name: str  # canonical (`-c` is `--continue`); a short cluster such as `-pv` as written
+    words: list[int]  # indices of the option's word and of its values
+    inside: str | None  # a value given in the option's own word (`--model=opus`, `-dhooks`)
+
+
+class Parsed(NamedTuple):
+    options: list[Option]
+    prompt: list[int]  # indices of prompt words (and of a `--` before them)
+
+
+def _is_option(word: str) -> bool:
+    return len(word) > 1 and word.startswith("-")
+
+
+def _option_name(word: str) -> tuple[str, str | None, str | None]:
+    """(canonical name, arity or None when unknown, the value inside the word)."""
+    if word.startswith("--"):
+        name, equals, value = word.partition("=")
+        name = ALIASES.get(name, name)
+        return name, ARITY.get(name), value if equals else None
+    if word in ALIASES:
+        return ALIASES[word], ARITY[ALIASES[word]], None
+    first = ALIASES.get(word[:2])
+    if len(word) > 2 and first is not None and ARITY[first] != NONE:
+        return first, ARITY[first], word[2:]  # `-dhooks`: commander reads the rest as the value
+    return word, (NONE if len(word) > 2 else None), None  # a cluster of flags, or unknown
+
+
+def parse_args(args: Sequence[str], strict: bool = True) -> Parsed:
+    """The options of ARGS (the words after the program) with the words each one takes, read
+    the way Claude Code's commander reads them; the rest is the prompt. STRICT refuses what
+    cannot be read for sure (an unknown option before a plain word, a value missing);
+    otherwise an unknown option takes the plain words after it."""
+    options: list[Option] = []
+    prompt: list[int] = []
+    variadic: Option | None = None  # the option that takes further plain words
+    index = 0
+    while index < len(args):
+        word = args[index]
+        if word == "--":
+            prompt.extend(range(index, len(args)))
+            break
+        if not _is_option(word):
+            (prompt if variadic is None else variadic.words).append(index)
+            index += 1
+            continue
+        name, arity, inside = _option_name(word)
+        option, variadic = Option(name, [index], inside), None
+        options.append(option)
+        following = args[index + 1] if index + 1 < len(args) else None
+        index += 1
+        if inside is not None or arity == NONE:
+            continue
+        if arity is None:
+            if strict and following is not None and not _is_option(following):
+                raise StartCommandError(
+                    f"{word} is not an option of Claude Code {VERSION}, so whether "
+                    f"{following!r} is its value or the prompt cannot be told; give the "
+                    "instance's resume_command explicitly")
+            variadic = option
+        elif following is None or (arity == OPTIONAL and _is_option(following)):
+            if arity != OPTIONAL and strict:
+                raise StartCommandError(f"{word} is given without a value")
+        else:
+            option.words.append(index)
+            index += 1
+            variadic = option if arity == MANY else None
+    return Parsed(options, prompt)
+
+
+def flag_groups(words: Sequence[str]) -> list[FlagGroup]:
+    """Each option with its values, spelled canonically; session flags and the prompt (words
+    that belong to no option, and everything after `--`) are left out."""
+    return [(option.name, *([] if option.inside is None else [option.inside]),
+             *(words[i] for i in option.words[1:]))
+            for option in parse_args(words, strict=False).options
+            if option.name not in SESSION_FLAGS]
+
+
+def prompt_words(args: Sequence[str]) -> list[str]:
+    """The words of ARGS that Claude Code takes as the prompt (sent as the first message)."""
+    return [args[i] for i in parse_args(args, strict=False).prompt if args[i] != "--"]
 
 
 class Classified(NamedTuple):
@@ -183,43 +307,16 @@ class Classified(NamedTuple):
 
 def classify(args: Sequence[str]) -> Classified:
     """Session-flag groups and prompt words among ARGS (the words after the program)."""
-    session: list[list[int]] = []
-    prompt: list[int] = []
-    takes_words = False  # the current option takes the following plain words
-    index = 0
-    while index < len(args):
-        word, step = args[index], 1
+    for word in args:
         if word == "--":
-            prompt.extend(range(index, len(args)))
             break
-        if not (word.startswith("-") and len(word) > 1):
-            if not takes_words:
-                prompt.append(index)
-            index += 1
-            continue
-        name, equals, _ = word.partition("=")
-        if not name.startswith("--") and len(name) > 2 and set(name[1:]) & {"c", "r"}:
+        if _is_option(word) and not word.startswith("--") and word not in ALIASES and (
+                set(word[1:]) & {"c", "r"}):
             raise StartCommandError(
                 f"the option cluster {word!r} may hold -c or -r; spell --continue or --resume out")
-        name = ALIASES.get(name, name)
-        takes_words = not equals and name not in NO_VALUE
-        if name in ("--continue", "--fork-session"):
-            session.append([index])
-        elif name in ("--resume", "--session-id"):
-            takes_words = False
-            group = [index]
-            following = args[index + 1] if index + 1 < len(args) else None
-            # --resume takes an optional value (the next word unless it is an option);
-            # --session-id a required one.
-            if not equals and name == "--session-id" and following is None:
-                raise StartCommandError("--session-id is given without a value")
-            if not equals and following is not None and (
-                    name == "--session-id" or not following.startswith("-")):
-                group.append(index + 1)
-                step = 2
-            session.append(group)
-        index += step
-    return Classified(session, prompt)
+    parsed = parse_args(args)
+    return Classified([o.words for o in parsed.options if o.name in SESSION_FLAGS],
+                      parsed.prompt)
 
 
 class Derived(NamedTuple):
@@ -272,8 +369,9 @@ def parse_exec_start(text: str) -> tuple[list[str], list[str]]:
     notes = []
     if any(word == "" for word in argv):
         notes.append("systemctl show printed runs of spaces: some arguments held spaces")
-    if basename(argv[0]) != basename(path):
-        notes.append(f"argv[0] {argv[0]!r} differs from the unit's path {path!r}")
+    if argv[0] != path:  # `@path name …`: the program is path, argv[0] is only a name
+        notes.append(f"argv[0] {argv[0]!r} is not the unit's program {path!r}, which is kept")
+        argv[0] = path
     return argv, notes
 
 
@@ -432,6 +530,7 @@ class Resume(NamedTuple):
     wrappers: list[str]  # wrappers seen through, outermost first
     dropped: list[str]
     notes: list[str]
+    expanding: tuple[str, ...] = ()  # Claude Code words a shell expands when it runs them
 
 
 class _Inner(NamedTuple):
@@ -440,6 +539,7 @@ class _Inner(NamedTuple):
     resume_args: list[str]
     wrappers: list[str]
     dropped: list[str]
+    expanding: tuple[str, ...] = ()
 
 
 def _shell_script_at(argv: Sequence[str], index: int) -> tuple[int, str] | None:
@@ -513,8 +613,21 @@ def _wrapper_at(argv: Sequence[str], index: int) -> tuple[int, str] | None:
     return None
 
 
+def _refuse_npx(words: Sequence[str]) -> None:
+    """npx runs Claude Code from its cache (`~/.npm/_npx/<hash>/…`), which it replaces or
+    clears at will: a resume command must not name that path, nor depend on npx's lookup."""
+    for word in words:
+        if basename(word) == "npx" or "/_npx/" in word:
+            raise StartCommandError(
+                f"Claude Code runs through npx ({word}), from npx's cache, which npx replaces "
+                "or clears at will; install it (npm install -g @anthropic-ai/claude-code, or "
+                "its native installer) and start it from there, or give the instance's "
+                "resume_command explicitly")
+
+
 def _from_argv(argv: Sequence[str]) -> tuple[list[str], _Inner]:
     """The resume argv for an exact ARGV, seeing through wrappers."""
+    _refuse_npx(argv)
     program = program_index(argv)
     for index in range(len(argv) if program is None else program):
         wrapper = _wrapper_at(argv, index)
@@ -588,6 +701,7 @@ def _from_shell(text: str) -> _Inner:
         head += 1
     command = words[head:]
     values = [word.value for word in command]
+    _refuse_npx(values)
     program = program_index(values)
     if program is None:
         for index in range(len(values)):
@@ -628,7 +742,8 @@ def _from_shell(text: str) -> _Inner:
     edited = text
     for start, end, replacement in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):
         edited = edited[:start] + replacement + edited[end:]
-    return _Inner(edited, args, derived.args, [], derived.dropped)
+    expanding = tuple(_span(text, [word]) for word in claude if word.expands)
+    return _Inner(edited, args, derived.args, [], derived.dropped, expanding)
 
 
 def _plain_words(text: str) -> list[str] | None:
@@ -650,7 +765,7 @@ def resume_from_argv(argv: Sequence[str]) -> Resume:
         raise StartCommandError("the start command is empty")
     out, inner = _from_argv(argv)
     return Resume(out, list(argv), inner.claude_args, inner.resume_args, inner.wrappers,
-                  inner.dropped, [])
+                  inner.dropped, [], inner.expanding)
 
 
 def resume_from_shell(text: str, shell: str = "/bin/sh") -> Resume:
@@ -661,7 +776,8 @@ def resume_from_shell(text: str, shell: str = "/bin/sh") -> Resume:
     if start is not None and argv is not None and not inner.wrappers:
         return Resume(argv, start, inner.claude_args, inner.resume_args, [], inner.dropped, [])
     return Resume([shell, "-c", inner.edited], [shell, "-c", text], inner.claude_args,
-                  inner.resume_args, [f"{shell} -c", *inner.wrappers], inner.dropped, [])
+                  inner.resume_args, [f"{shell} -c", *inner.wrappers], inner.dropped, [],
+                  inner.expanding)
 
 
 def resume_from_tmux(text: str, shell: str = "/bin/sh") -> Resume:
@@ -676,9 +792,23 @@ def resume_from_tmux(text: str, shell: str = "/bin/sh") -> Resume:
 _SYSTEMD_VARIABLE = re.compile(r"\$(\{[A-Za-z_]|[A-Za-z_])")
 
 
+_SYSTEMD_PREFIXES = "@-:+!"
+
+
+def unit_program(argv: Sequence[str]) -> list[str]:
+    """ARGV as a unit file spells it, with systemd's prefixes on the program taken off
+    (`-`, `:`, `+`, `!`, `!!`); with `@` the next word is only argv[0] and the program stays."""
+    if not argv or argv[0][:1] not in _SYSTEMD_PREFIXES:
+        return list(argv)
+    program = argv[0].lstrip(_SYSTEMD_PREFIXES)
+    return [program, *argv[2:]] if "@" in argv[0][:3] and len(argv) > 1 else [program, *argv[1:]]
+
+
 def resume_from_unit_argv(argv: Sequence[str], notes: Sequence[str] = ()) -> Resume:
-    """For a systemd unit's ExecStart argv (D-Bus or systemctl show): as `resume_from_argv`,
-    refusing `$VAR` words that systemd itself expands at start."""
+    """For a systemd unit's ExecStart argv (D-Bus or systemctl show, which start with the
+    program's path; or a unit file's words): as `resume_from_argv`, refusing `$VAR` words that
+    systemd itself expands at start."""
+    argv = unit_program(argv)
     result = resume_from_argv(argv)
     if not result.wrappers:
         program = program_index(argv) or 0
@@ -730,12 +860,64 @@ def pointer_path(argv: Sequence[str]) -> str | None:
 
 
 def check_live(resume: Resume, live_argv: Sequence[str]) -> list[FlagGroup]:
-    """Flags the live Claude Code process runs with that the resume command would lose."""
+    """Flags the live Claude Code process runs with that the resume command would lose. Raises
+    StartCommandError when they differ because the start command has words a shell expands
+    (`"$MODEL"`): what they hold is only known when it runs."""
     live = claude_arguments(live_argv)
     if live is None:
         raise StartCommandError(f"the live process is not Claude Code: {shlex.join(live_argv)}")
-    return missing_flags(live, resume.resume_args)
+    missing = missing_flags(live, resume.resume_args)
+    if missing and resume.expanding:
+        raise StartCommandError(
+            f"the start command has {', '.join(resume.expanding)}, which the shell expands when "
+            f"it runs, so it cannot be checked against the live process's {show(missing)}; "
+            "give the instance's resume_command explicitly, with the values spelled out")
+    return missing
 
 
 def show(groups: Iterable[FlagGroup]) -> str:
     return ", ".join(" ".join(group) for group in groups)
+
+
+# -- the engine's Stop hook among Claude Code's hooks ------------------------------------------
+
+HOOK_STOP = "hook-stop"
+#: The appliance's Stop hook wrapper on the host (image/kael-hook): docker exec … hook-stop.
+HOOK_WRAPPER = "kael-hook"
+
+
+def _hook_words(command: str) -> list[str]:
+    """The words of a hook command, and those of a command string among them (`sh -c '…'`)."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        words = command.split()
+    return [*words, *(inner for word in words if " " in word for inner in _hook_words(word))]
+
+
+def runs_hook_stop(command: str) -> bool:
+    """Whether a hook command feeds the engine's hook-stop: directly, through `docker exec`, or
+    through the appliance's wrapper `kael-hook`. The installer and doctor both use this."""
+    return any(word == HOOK_STOP or basename(word) == HOOK_WRAPPER
+               for word in _hook_words(command))
+
+
+def hook_option(command: str, name: str) -> str | None:
+    """The value of option NAME (`--config`) in a hook command."""
+    words = _hook_words(command)
+    for index, word in enumerate(words):
+        if word == name and index + 1 < len(words):
+            return words[index + 1]
+        if word.startswith(name + "="):
+            return word.partition("=")[2]
+    return None
+
+
+def same_hook(command: str, ours: str) -> bool:
+    """Whether hook COMMAND is OURS, or an earlier spelling of it: both feed hook-stop with the
+    same --config (one instance's config file), whatever else changed (container, paths)."""
+    if command == ours:
+        return True
+    config = hook_option(ours, "--config")
+    return (config is not None and runs_hook_stop(command) and runs_hook_stop(ours)
+            and hook_option(command, "--config") == config)

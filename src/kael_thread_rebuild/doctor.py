@@ -21,7 +21,7 @@ import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from functools import cached_property
-from pathlib import Path, PurePath
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -33,8 +33,11 @@ from .claude_cli import (
     StartCommandError,
     claude_arguments,
     flag_groups,
+    hook_option,
     missing_flags,
+    prompt_words,
     resume_from_argv,
+    runs_hook_stop,
 )
 from .claude_code import live as claude_live
 from .config import Activation, Config
@@ -425,6 +428,14 @@ def resume_claude_args(resume_command: Sequence[str]) -> tuple[list[str], list[s
     return resume.claude_args, resume.wrappers
 
 
+def _carried_prompt(resume_command: Sequence[str]) -> list[str]:
+    """The words Claude Code would take as a prompt in a resume command that names it."""
+    try:
+        return prompt_words(resume_from_argv(resume_command).claude_args)
+    except StartCommandError:
+        return []
+
+
 def check_resume_command(facts: Facts) -> Check:
     name, config = "resume_command", facts.config
     process = facts.claude_process
@@ -438,6 +449,10 @@ def check_resume_command(facts: Facts) -> Check:
         return _fail(name, f"the flags it gives Claude Code cannot be read: {exc}",
                      "spell resume_command as an argv, or as a wrapper whose Claude Code words "
                      "are plain (bash -lc \"cd DIR && exec claude --resume {session_id} …\")")
+    prompt = _carried_prompt(config.resume_command)
+    if prompt:
+        return _fail(name, f"carries a prompt, which every switch would send again: "
+                           f"{shlex.join(prompt)}", "remove those words from resume_command")
     missing = missing_flags(live_args, kept_args)
     if missing:
         shown = ", ".join(" ".join(group) for group in missing)
@@ -479,27 +494,7 @@ def _settings_files(facts: Facts) -> list[Path]:
     return files
 
 
-def _words(command: str) -> list[str]:
-    try:
-        return shlex.split(command)
-    except ValueError:
-        return command.split()
-
-
-def _runs_hook_stop(command: str) -> bool:
-    """Whether a hook command feeds the engine's hook-stop: directly, through `docker exec`, or
-    through the appliance's wrapper `kael-hook`."""
-    return HOOK_COMMAND in command or any(
-        PurePath(word).name == HOOK_WRAPPER for word in _words(command))
-
-
-def _option(words: Sequence[str], name: str) -> str | None:
-    for index, word in enumerate(words):
-        if word == name and index + 1 < len(words):
-            return words[index + 1]
-        if word.startswith(name + "="):
-            return word.partition("=")[2]
-    return None
+_runs_hook_stop = runs_hook_stop  # one definition with the installer's settings merge
 
 
 def _same_path(one: str | Path, other: str | Path) -> bool:
@@ -520,12 +515,11 @@ def _peek_config(path: str) -> tuple[str, Path] | None:
 def _serves_another_instance(facts: Facts, command: str) -> str | None:
     """Why a hook-stop hook serves another instance than this one; None when it serves this one
     or nothing in it says otherwise (a hook without --config takes $KAEL_REBUILD_CONFIG)."""
-    words = _words(command)
     config = facts.config
-    state_dir = _option(words, "--state-dir")
+    state_dir = hook_option(command, "--state-dir")
     if state_dir is not None and not _same_path(state_dir, config.state_dir):
         return f"its --state-dir is {state_dir}, not {config.state_dir}"
-    config_path = _option(words, "--config")
+    config_path = hook_option(command, "--config")
     if config_path is None or (facts.config_path is not None
                                and _same_path(config_path, facts.config_path)):
         return None

@@ -20,6 +20,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from ansible.module_utils import _internal as module_utils_internal
 from ansible.module_utils.testing import patch_module_args
 
 REPO = Path(__file__).resolve().parents[2]
@@ -37,6 +38,8 @@ INCIDENT_FLAGS = ["--channels", "plugin:telegram@claude-plugins-official",
 def load_module_utils(name: str) -> ModuleType:
     """The role's module_utils file, importable as modules import it."""
     full = f"ansible.module_utils.{name}"
+    if name != "kael_claude_cli":  # the others import it
+        load_module_utils("kael_claude_cli")
     if full not in sys.modules:
         spec = importlib.util.spec_from_file_location(full, ROLE / "module_utils" / f"{name}.py")
         assert spec is not None and spec.loader is not None
@@ -61,7 +64,7 @@ RunModule = Callable[..., dict[str, Any]]
 
 
 @pytest.fixture
-def run_module(capsys: pytest.CaptureFixture[str]) -> RunModule:
+def run_module(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> RunModule:
     """Run a module of the role in-process, as Ansible would; returns its JSON result with
     `failed` set when it called fail_json."""
 
@@ -69,6 +72,10 @@ def run_module(capsys: pytest.CaptureFixture[str]) -> RunModule:
             diff: bool = False) -> dict[str, Any]:
         module = load_library(name)
         full = {**args, "_ansible_check_mode": check, "_ansible_diff": diff}
+        # Importing any controller code (a filter plugin, ansible.errors) switches module_utils
+        # to controller mode for the whole process, where module.warn() prints instead of
+        # returning `warnings`. A module on a managed host never runs in that mode.
+        monkeypatch.setattr(module_utils_internal, "is_controller", False)
         capsys.readouterr()
         with patch_module_args(full), pytest.raises(SystemExit) as exited:
             module.main()

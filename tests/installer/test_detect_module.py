@@ -3,6 +3,7 @@ pointer runner; ambiguity and absence fail naming what was seen."""
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import subprocess
@@ -13,7 +14,19 @@ from typing import Any
 
 import pytest
 
-from tests.installer.conftest import INCIDENT_FLAGS, Household, RunModule
+from tests.guard import MARK
+from tests.installer.conftest import (
+    INCIDENT_FLAGS,
+    ROLE,
+    VENV_BIN,
+    Household,
+    RunModule,
+    ansible_env,
+)
+from tests.support.claude_env import claude_available, find_claude_binary, make_claude_env
+from tests.support.standin_api import StandinAPI
+from tests.systemd.household import USER_NAME, USER_UID, docker_reachable
+from tests.systemd.household import Household as SystemdHousehold
 
 R = "{session_id}"
 INCIDENT = "claude --continue " + shlex.join(INCIDENT_FLAGS)
@@ -48,7 +61,11 @@ def test_finds_the_tmux_instance_and_everything_about_it(run_module: RunModule,
     assert found["claude_cli"] == [str(household.bin / "claude")]
     assert found["start_command"] == {"kind": "tmux_start_command", "value": f'"{INCIDENT}"'}
     resume = resume_of(run_module, found)
-    assert resume["resume_command"] == ["claude", "--resume", R, *INCIDENT_FLAGS]
+    # The pane's command says `claude`; the program is recorded as the path the live process's
+    # own PATH finds (the switch runs it where that PATH does not apply).
+    assert str(household.bin) not in os.environ.get("PATH", "")
+    assert resume["resume_command"] == [str(household.bin / "claude"), "--resume", R,
+                                        *INCIDENT_FLAGS]
     assert resume["live_checked"]
 
 
@@ -138,3 +155,95 @@ def test_finds_a_pointer_runner(run_module: RunModule, household: Household,
     resume = resume_of(run_module, found)
     assert resume["resume_command"] == [str(household.bin / "claude"), "-p", "--resume", R,
                                         "--allowedTools", "Bash,Read"]
+
+
+# -- a systemd unit, in a household container with systemd as PID 1 ---------------------------
+
+
+def _ansible_in(tmp_path: Path, container: str, module: str, args: dict[str, Any],
+                user: str = "root") -> dict[str, Any]:
+    """Run MODULE in CONTAINER as USER through Ansible's Docker connection, as a control
+    machine does."""
+    env = ansible_env(tmp_path)
+    env.update({"ANSIBLE_LIBRARY": str(ROLE / "library"),
+                "ANSIBLE_MODULE_UTILS": str(ROLE / "module_utils"),
+                "ANSIBLE_REMOTE_TEMP": f"/tmp/.ansible-{user}"})  # in the container
+    proc = subprocess.run(
+        [str(VENV_BIN / "ansible"), "all", "-i", f"{container},", "-c",
+         "community.docker.docker", "-u", user,
+         "-e", "ansible_python_interpreter=/usr/bin/python3",
+         "-m", module, "-a", json.dumps(args)], cwd=tmp_path, env=env, capture_output=True,
+        text=True, timeout=180, check=False)
+    head, _, body = proc.stdout.partition(" => ")
+    assert body, proc.stdout + proc.stderr
+    result: dict[str, Any] = json.loads(body)
+    result["failed"] = "SUCCESS" not in head
+    return result
+
+
+@pytest.fixture
+def systemd_household(tmp_path: Path) -> Iterator[SystemdHousehold]:
+    if not (docker_reachable() and claude_available()):
+        pytest.skip("needs a Docker engine and the pinned Claude Code")
+    with SystemdHousehold(tmp_path / "house", Path(os.path.realpath(find_claude_binary()))) as h:
+        yield h
+
+
+@pytest.mark.parametrize("user", [False, True], ids=["system-unit", "user-unit"])
+def test_finds_a_systemd_unit_through_its_start_script_on_a_first_start(
+        systemd_household: SystemdHousehold, tmp_path: Path, user: bool) -> None:
+    """The unit runs claude-start with an empty pointer: a first start gives a new session
+    (not `claude --continue`, which exits 1 and restarts the unit in a loop), and the unit is
+    found with its pointer taken from the start command. A user unit (lingering, the
+    household's user) is found the same way."""
+    house = systemd_household
+    root = house.root / "stage"
+    root.mkdir()
+    with StandinAPI() as api:
+        claude = make_claude_env(root / "claude", api.url)
+        pointer = root / "pointer-dir" / "pointer"
+        pointer.parent.mkdir()
+        pointer.write_text("")
+        if user:
+            house.start_user_manager()
+            house.root.chmod(0o755)
+            for path in [root, *root.rglob("*")]:
+                os.chown(path, USER_UID, USER_UID, follow_symlinks=False)
+        unit = f"kael-claude-{MARK}-detect.service"
+        environment = {**claude.env, "PATH": "/usr/local/bin:/usr/bin:/bin"}
+        house.install_claude_unit(unit, workdir=claude.cwd, pointer=pointer,
+                                  environment=environment, flags=["--model", "opus"], user=user)
+        house.systemctl("start", unit, user=user)
+        sessions = claude.config_dir / "sessions"
+        deadline = time.monotonic() + 60
+        while not (sessions.is_dir() and any(sessions.iterdir())):
+            assert time.monotonic() < deadline, house.journal(unit, user=user)
+            time.sleep(0.2)
+        time.sleep(3)  # a start that fails would have restarted by now
+        shown = house.systemctl("show", "-p", "NRestarts", "-p", "ActiveState", unit,
+                                user=user).stdout
+        assert "NRestarts=0" in shown and "ActiveState=active" in shown, house.journal(unit)
+        assert "starting a new session" in house.journal(unit, user=user)
+
+        # Root in a container lacks CAP_SYS_PTRACE, so it cannot read another user's
+        # /proc/PID/environ: it says so, and a user unit's household is reached as its user.
+        as_user = {"user": USER_NAME} if user else {}
+        if user:
+            as_root = _ansible_in(tmp_path, house.name, "claude_detect", {"name": "companion"})
+            assert as_root["failed"] and "cannot read its /proc entries" in as_root["msg"]
+        found = _ansible_in(tmp_path, house.name, "claude_detect", {
+            "name": "companion", "base": "systemd", "pointer_path": str(pointer)}, **as_user)
+        assert not found["failed"], found["msg"]
+        assert found["base"] == "systemd" and found["systemd"]["unit"] == unit
+        assert found["systemd"]["bus"] == ("user" if user else "system")
+        assert found["pointer_path"] == str(pointer)
+        assert found["start_command"]["kind"] == "unit_argv"
+        unnamed = _ansible_in(tmp_path, house.name, "claude_detect", {"name": "companion"},
+                              **as_user)
+        assert unnamed["pointer_path"] == str(pointer)  # read from claude-start's argument
+        resume = _ansible_in(tmp_path, house.name, "claude_start_command", {
+            "unit_argv": found["start_command"]["value"], "live_pid": found["pid"],
+            "fallback_to_live": True}, **as_user)
+        assert resume["resume_command"] == ["/usr/local/bin/claude", "--resume", R, "--model",
+                                            "opus"]
+        house.systemctl("stop", unit, user=user, check=False)

@@ -131,11 +131,12 @@ def test_converge_rerun_repair_and_uninstall(tmp_path: Path, household: Househol
 
     first = playbook(tmp_path, inv, "install.yml")
     assert first.failed == 0, first.out[-4000:]
-    assert '"resume_command: [\\"claude\\", \\"--resume\\", \\"{session_id}\\", ' \
+    claude = str(household.bin / "claude")  # absolute: from the live process's PATH
+    assert f'"resume_command: [\\"{claude}\\", \\"--resume\\", \\"{{session_id}}\\", ' \
            '\\"--channels\\"' in first.out  # shown in the play output
     assert f"{name}: doctor green" in first.out
     config = load_config(tmp_path / "etc" / f"{name}.toml")
-    assert config.resume_command == ["claude", "--resume", "{session_id}", *INCIDENT_FLAGS]
+    assert config.resume_command == [claude, "--resume", "{session_id}", *INCIDENT_FLAGS]
     assert config.activation.value == "tmux" and config.tmux_target == "DO-NOT-CREATE-cc:0.0"
     assert config.project_dir == household.project_dir
     data = settings_of(household)
@@ -212,7 +213,8 @@ def test_appliance_converges_and_reruns_unchanged(tmp_path: Path, household: Hou
         server = mcp_servers(household)["kael-thread-rebuild"]
         assert server["command"] == "docker" and server["args"][:3] == ["run", "-i", "--rm"]
         assert tomllib.loads((tmp_path / "etc" / f"{name}.toml").read_text())[
-            "resume_command"] == ["claude", "--resume", "{session_id}", *INCIDENT_FLAGS]
+            "resume_command"] == [str(household.bin / "claude"), "--resume", "{session_id}",
+                                  *INCIDENT_FLAGS]
 
         # Doctor ran in the appliance and every check passed, none skipped: the deaf-process
         # check against the live process, the Stop hook (kael-hook), the MCP registration, the

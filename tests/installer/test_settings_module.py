@@ -10,8 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import assume, given
+from hypothesis import settings as examples
+from hypothesis import strategies as st
 
-from tests.installer.conftest import FOREIGN_SETTINGS, RunModule
+from tests.installer.conftest import FOREIGN_SETTINGS, RunModule, load_module_utils
 
 HOOK = "/usr/local/bin/kael-hook --container kael-thread-rebuild-x --config /etc/k/x.toml " \
        "--state-dir /var/lib/k/x"
@@ -80,7 +83,7 @@ def test_foreign_hooks_of_every_event_and_matchers_are_kept(run_module: RunModul
     data = json.loads(settings.read_text())
     assert list(data) == list(original)  # key order kept, nothing added at the top
     expected_hooks = json.loads(json.dumps(EVERY_EVENT))
-    expected_hooks["Stop"][0]["hooks"].append(ENTRY)
+    expected_hooks["Stop"].append({"hooks": [ENTRY]})  # a group of its own
     assert data["hooks"] == expected_hooks
     assert data["permissions"] == {**original["permissions"],  # type: ignore[dict-item]
                                    "allow": ["Bash(git:*)", *OURS]}
@@ -93,10 +96,12 @@ def test_our_hook_already_present_changes_nothing(run_module: RunModule, setting
                 "permissions": {"allow": [*OURS, "Bash"]}}
     write(settings, original)
     before = settings.read_bytes()
-    result = merge(run_module, settings)
+    merge(run_module, settings, hook_timeout=30)  # keeps the record of what is ours
+    result = merge(run_module, settings, hook_timeout=30)
     assert not result["changed"] and result["hook_present"]
     assert settings.read_bytes() == before
-    assert not (settings.parent.parent / "backups").exists()  # no change, no backup
+    backups = settings.parent.parent / "backups"
+    assert [p.name for p in backups.iterdir()] == ["settings.json.added.json"]  # no backup
 
 
 def test_second_run_changes_nothing(run_module: RunModule, settings: Path) -> None:
@@ -242,3 +247,163 @@ def test_missing_config_dir_fails(run_module: RunModule, tmp_path: Path) -> None
     result = run_module("claude_settings", {"path": str(tmp_path / "nope" / "settings.json"),
                                             "hook_command": HOOK})
     assert result["failed"] and "does not exist" in result["msg"]
+
+
+# -- our hook in a group of its own; null, changed and recorded entries ------------------------
+
+OLD_HOOK = HOOK.replace("kael-thread-rebuild-x", "kael-old-container")
+
+
+def test_hook_gets_a_group_of_its_own_beside_foreign_groups(run_module: RunModule,
+                                                            settings: Path) -> None:
+    foreign = [{"hooks": [{"type": "command", "command": "notify-done"}]},
+               {"matcher": "", "hooks": [{"type": "command", "command": "say done"}]}]
+    write(settings, {"hooks": {"Stop": foreign}})
+    merge(run_module, settings)
+    assert json.loads(settings.read_text())["hooks"]["Stop"] == [*foreign, {"hooks": [ENTRY]}]
+
+
+@pytest.mark.parametrize("content", [
+    '{"hooks": null, "permissions": null}',
+    '{"hooks": {"Stop": null}, "permissions": {"allow": null}}',
+    '{\n  "hooks": {\n    "Stop": null\n  },\n  "permissions": null\n}\n',
+])
+def test_null_containers_are_filled_and_put_back(run_module: RunModule, settings: Path,
+                                                 content: str) -> None:
+    write(settings, content)
+    assert not merge(run_module, settings).get("failed")
+    data = json.loads(settings.read_text())
+    assert stop_commands(data) == [HOOK] and data["permissions"]["allow"] == OURS
+    merge(run_module, settings, state="absent")
+    assert settings.read_text() == content
+
+
+def test_a_changed_hook_command_replaces_ours(run_module: RunModule, settings: Path) -> None:
+    write(settings, FOREIGN_SETTINGS)
+    merge(run_module, settings, hook_command=OLD_HOOK)
+    result = merge(run_module, settings)  # the container was renamed; same --config
+    assert result["added"] == [f"hooks.Stop: {HOOK}"]
+    assert result["removed"] == [f"hooks.Stop: {OLD_HOOK}"]
+    assert stop_commands(json.loads(settings.read_text())) == ["notify-done", HOOK]
+
+
+def test_an_entry_of_ours_inside_a_foreign_group_moves_out(run_module: RunModule,
+                                                           settings: Path) -> None:
+    """What earlier installers did: our entry appended into the user's group."""
+    mixed = {"hooks": [{"type": "command", "command": "notify-done"},
+                       {"type": "command", "command": OLD_HOOK, "timeout": 10}]}
+    write(settings, {"hooks": {"Stop": [mixed]}})
+    merge(run_module, settings)
+    assert json.loads(settings.read_text())["hooks"]["Stop"] == [
+        {"hooks": [{"type": "command", "command": "notify-done"}]}, {"hooks": [ENTRY]}]
+
+
+def test_a_changed_timeout_is_applied(run_module: RunModule, settings: Path) -> None:
+    write(settings, FOREIGN_SETTINGS)
+    merge(run_module, settings)
+    assert merge(run_module, settings, hook_timeout=45)["changed"]
+    data = json.loads(settings.read_text())
+    assert data["hooks"]["Stop"][-1] == {"hooks": [{**ENTRY, "timeout": 45}]}
+    assert stop_commands(data) == ["notify-done", HOOK]
+
+
+def test_uninstall_keeps_what_the_user_had_before(run_module: RunModule, settings: Path) -> None:
+    content = ('{"hooks": {"Stop": [], "PreToolUse": []}, "permissions": {"allow": ["'
+               + OURS[0] + '"], "deny": []}, "env": {}}')
+    write(settings, content)
+    result = merge(run_module, settings)
+    assert result["record"]["permissions"] == OURS[1:]
+    merge(run_module, settings, state="absent")
+    assert settings.read_text() == content
+    assert not (settings.parent.parent / "backups" / "settings.json.added.json").exists()
+
+
+def test_the_users_bytes_are_kept(run_module: RunModule, settings: Path) -> None:
+    content = ('{\n    "model" : "caf\\u00e9",  "cost": 1.50, "big": 1E+2,\n'
+               '    "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "\\/bin\\/x"}]}]},'
+               '\n    "permissions": {"allow": ["Bash(ls:*)"]}, "t": [ 1,2 ]\n}')
+    write(settings, content)
+    merge(run_module, settings)
+    after = settings.read_text()
+    for kept in ('"model" : "caf\\u00e9",  "cost": 1.50, "big": 1E+2,',
+                 '"command": "\\/bin\\/x"}]}', '"t": [ 1,2 ]\n}'):
+        assert kept in after
+    merge(run_module, settings, state="absent")
+    assert settings.read_text() == content
+
+
+# -- the splicer, property-tested over many documents and spellings --------------------------
+
+settings_utils = load_module_utils("kael_settings")
+JSON_LEAF = st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**6),
+                      st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=8))
+JSON_VALUE = st.recursive(JSON_LEAF, lambda inner: st.one_of(
+    st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=6), inner, max_size=3)),
+    max_leaves=8)
+GROUP = st.fixed_dictionaries({"hooks": st.lists(st.fixed_dictionaries(
+    {"type": st.just("command"), "command": st.text(min_size=1, max_size=10)}), max_size=2)},
+    optional={"matcher": st.sampled_from(["", "x"])})
+SETTINGS = st.fixed_dictionaries({}, optional={
+    "hooks": st.one_of(st.none(), st.fixed_dictionaries({}, optional={
+        "Stop": st.one_of(st.none(), st.lists(GROUP, max_size=3)),
+        "PreToolUse": st.lists(GROUP, max_size=1)})),
+    "permissions": st.one_of(st.none(), st.fixed_dictionaries({}, optional={
+        "allow": st.one_of(st.none(), st.lists(st.sampled_from(
+            ["Bash", "Read(*)", OURS[0], OURS[3]]), max_size=3, unique=True)),
+        "deny": st.lists(st.text(max_size=5), max_size=2)})),
+    "model": st.text(max_size=8), "extra": JSON_VALUE})
+SPELLING = st.fixed_dictionaries({"indent": st.sampled_from([None, 2, 4, "\t"]),
+                                  "ensure_ascii": st.booleans(),
+                                  "separators": st.sampled_from([None, (",", ":")])})
+
+
+def expected_merge(data: dict[str, Any]) -> dict[str, Any]:
+    """The merge computed on plain data, independently of the splicer."""
+    out = json.loads(json.dumps(data))
+    hooks = out["hooks"] = out.get("hooks") or {}
+    hooks["Stop"] = [*(hooks.get("Stop") or []), {"hooks": [ENTRY]}]
+    permissions = out["permissions"] = out.get("permissions") or {}
+    allow = permissions.get("allow") or []
+    permissions["allow"] = allow + [rule for rule in OURS if rule not in allow]
+    return out
+
+
+@examples(max_examples=300, deadline=None)
+@given(data=SETTINGS, spelling=SPELLING)
+def test_install_splices_and_uninstall_gives_back_every_byte(data: dict[str, Any],
+                                                             spelling: dict[str, Any]) -> None:
+    assume(data)  # {} is written as a new file would be
+    text = json.dumps(data, **spelling)
+    change = settings_utils.install(text, HOOK, 10)
+    assert json.loads(change.text) == expected_merge(data)
+    assert list(json.loads(change.text))[:len(data)] == list(data)  # key order kept
+    again = settings_utils.install(change.text, HOOK, 10, record=change.record)
+    assert again.text == change.text and not again.added and not again.removed
+    back = settings_utils.uninstall(change.text, HOOK, record=change.record)
+    assert back.text == text
+
+
+def test_one_definition_of_our_hook_for_the_installer_and_doctor() -> None:
+    from kael_thread_rebuild import claude_cli, doctor
+    assert doctor._runs_hook_stop is claude_cli.runs_hook_stop
+    assert load_module_utils("kael_claude_cli").same_hook.__code__.co_filename.endswith(
+        "kael_claude_cli.py")  # the module's same_hook comes from the shared file
+    assert claude_cli.runs_hook_stop("sh -c 'exec /opt/bin/kael-hook --config /c.toml'")
+    assert claude_cli.runs_hook_stop("docker exec -i x kael-thread-rebuild hook-stop")
+    assert not claude_cli.runs_hook_stop("notify-send hook-stopped")  # a word, not a substring
+    assert claude_cli.same_hook(OLD_HOOK, HOOK) and not claude_cli.same_hook(
+        HOOK.replace("/etc/k/x.toml", "/etc/k/y.toml"), HOOK)
+
+
+def test_an_unreadable_record_stops_and_leaves_the_file(run_module: RunModule,
+                                                        settings: Path) -> None:
+    write(settings, FOREIGN_SETTINGS)
+    merge(run_module, settings)
+    installed = settings.read_bytes()
+    record = settings.parent.parent / "backups" / "settings.json.added.json"
+    record.write_text("{ not json")
+    result = merge(run_module, settings, state="absent")
+    assert result["failed"] and "record of what install added" in result["msg"]
+    assert settings.read_bytes() == installed
+    record.write_text('{"created": [1], "permissions": "x", "hook_command": 3}')  # odd shapes
+    assert not merge(run_module, settings, state="absent").get("failed")

@@ -4,9 +4,12 @@ resume command that keeps every flag word for word (the 0815 "deaf process" inci
 from __future__ import annotations
 
 import json
+import re
 import shlex
+import shutil
 import subprocess
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +19,7 @@ from kael_thread_rebuild import claude_cli, doctor, paths
 from kael_thread_rebuild.config import parse_config
 from tests.installer.conftest import (
     INCIDENT_FLAGS,
+    REAL_CLAUDE,
     REPO,
     ROLE,
     VENV_BIN,
@@ -90,11 +94,18 @@ DERIVED: list[tuple[str, Any, list[str]]] = [
       " --channels server:companion"]),
     ("unit_argv", ["/usr/bin/claude", "--resume", UUID, "--thinking-display", "summarized"],
      ["/usr/bin/claude", "--resume", R, "--thinking-display", "summarized"]),
+    # `@path name …`: the unit runs path with argv[0] = name; the program kept is path
+    ("unit_argv", ["@/usr/local/bin/claude", "claude", "--channels", "a"],
+     ["/usr/local/bin/claude", "--resume", R, "--channels", "a"]),
+    ("exec_start", exec_start("claude --channels a", path="/usr/local/bin/claude"),
+     ["/usr/local/bin/claude", "--resume", R, "--channels", "a"]),
+    ("unit_argv", ["-/usr/local/bin/claude", "--channels", "a"],
+     ["/usr/local/bin/claude", "--resume", R, "--channels", "a"]),
     # tmux #{pane_start_command}: one word (run by the shell) or an argv, tmux-escaped
     ("tmux", '"claude --continue ' + " ".join(INCIDENT_FLAGS) + '"',
      ["claude", "--resume", R, *INCIDENT_FLAGS]),
-    ("tmux", "claude --model \"a b\" \"it's\" 'q\"q' ünï \"\\$HOME\" '' tab\\tx",
-     ["claude", "--resume", R, "--model", "a b", "it's", 'q"q', "ünï", "$HOME", "", "tab\tx"]),
+    ("tmux", "claude --channels \"a b\" \"it's\" 'q\"q' ünï \"\\$HOME\" '' tab\\tx",
+     ["claude", "--resume", R, "--channels", "a b", "it's", 'q"q', "ünï", "$HOME", "", "tab\tx"]),
     # after the engine's own respawn (`exec <shlex.join(argv)>`), the same resume command
     ("tmux", '"exec claude --resume ' + UUID + ' ' + " ".join(INCIDENT_FLAGS) + '"',
      ["claude", "--resume", R, *INCIDENT_FLAGS]),
@@ -103,6 +114,18 @@ DERIVED: list[tuple[str, Any, list[str]]] = [
       " --channels a"]),
     ("shell", 'claude --append-system-prompt "$(cat /etc/prompt)" -c',
      ["/bin/sh", "-c", 'claude --append-system-prompt "$(cat /etc/prompt)" --resume ' + R]),
+    # options take the words commander gives them (`claude --help`): the prompt after a
+    # one-value option is left out, the words after a variadic one are its values
+    ("argv", ["claude", "--continue", "--model", "opus", "fix the bug"],
+     ["claude", "--resume", R, "--model", "opus"]),
+    ("tmux", '"claude --continue --model opus \'fix the bug\'"',
+     ["claude", "--resume", R, "--model", "opus"]),
+    ("argv", ["claude", "--append-system-prompt", "be brief", "-d", "hooks", "hi", "--verbose"],
+     ["claude", "--resume", R, "--append-system-prompt", "be brief", "-d", "hooks", "--verbose"]),
+    ("argv", ["claude", "--model=opus", "fix", "--add-dir", "/a", "/b", "--effort", "high", "go"],
+     ["claude", "--resume", R, "--model=opus", "--add-dir", "/a", "/b", "--effort", "high"]),
+    ("argv", ["claude", "-dhooks", "--model", "--weird-model-name", "hi"],
+     ["claude", "--resume", R, "-dhooks", "--model", "--weird-model-name"]),
     ("pointer", ["bash", "/opt/kael/pointer_runner.sh", "/srv/p", "--allowedTools", "Bash,Read"],
      ["claude", "-p", "--resume", R, "--allowedTools", "Bash,Read"]),
 ]
@@ -124,6 +147,9 @@ REFUSED: list[tuple[str, Any, str]] = [
     ("argv", ["bash", "-c"], "without a command string"),
     ("argv", ["claude", "-cp"], "option cluster '-cp'"),
     ("argv", ["claude", "--session-id"], "without a value"),
+    ("argv", ["claude", "--model"], "--model is given without a value"),
+    ("argv", ["claude", "--no-such-option", "fix the bug"],
+     "whether 'fix the bug' is its value or the prompt cannot be told"),
     ("exec_start", exec_start("/usr/bin/claude $CLAUDE_FLAGS"), "systemd expands at start"),
     ("exec_start", exec_start("/usr/bin/script -qfc claude --continue /dev/null"),
      "cannot be told from its other arguments"),
@@ -131,6 +157,9 @@ REFUSED: list[tuple[str, Any, str]] = [
      "2 ExecStart commands"),
     ("exec_start", "ExecStart=", "not an ExecStart value"),
     ("tmux", '"claude', "unterminated"),
+    ("tmux", '"npx -y @anthropic-ai/claude-code --model opus"', "runs through npx"),
+    ("argv", ["node", "/home/u/.npm/_npx/6a9f0c/node_modules/@anthropic-ai/claude-code/cli.js",
+              "--model", "opus"], "from npx's cache"),
     ("tmux", "", "no start command"),
 ]
 
@@ -156,6 +185,37 @@ def test_refused_with_what_was_seen(how: str, start: Any, message: str) -> None:
     with pytest.raises(cli.StartCommandError) as refused:
         derive(how, start)
     assert message in str(refused.value)
+
+
+def test_every_option_of_claude_help_with_its_arity() -> None:
+    """The option table is the pinned Claude Code's own: every option `claude --help` lists is
+    in it, spelled as commander declares it (which gives the arity)."""
+    if not REAL_CLAUDE.exists():
+        pytest.skip("the pinned Claude Code is not installed (.ci/setup)")
+    shown = subprocess.run([str(REAL_CLAUDE), "--help"], capture_output=True, text=True,
+                           timeout=60, check=True).stdout
+    options = shown.partition("\nOptions:\n")[2].partition("\nCommands:\n")[0]
+    specs = [m.group(1) for m in re.finditer(r"^  (-\S.*?)(?:  |$)", options, re.MULTILINE)]
+    assert len(specs) > 60 and "--model <model>" in specs
+    assert sorted(set(specs) - set(cli.OPTION_SPECS)) == []
+
+
+def _doctor_check(resume_command: list[str], live_argv: list[str]) -> doctor.Check:
+    facts = doctor.Facts(parse_config({"project_dir": "/p", "resume_command": resume_command}),
+                         datetime.now(UTC), timedelta(minutes=5), {})
+    facts.__dict__["claude_process"] = (4242, live_argv)  # the live process, as doctor reads it
+    return doctor.check_resume_command(facts)
+
+
+def test_doctor_fails_a_resume_command_that_carries_the_prompt() -> None:
+    """What the installer wrote before options had their arity: the prompt kept as if it were
+    --model's second value, sent again at every switch."""
+    live = ["/usr/local/bin/claude", "--continue", "--model", "opus", "fix the bug"]
+    check = _doctor_check(["claude", "--resume", R, "--model", "opus", "fix the bug"], live)
+    assert not check.ok and "fix the bug" in check.detail
+    assert _doctor_check(["/usr/local/bin/claude", "--resume", R, "--model", "opus"], live).ok
+    start_script = ["/usr/local/bin/claude-start", R, "--model", "opus"]
+    assert _doctor_check(start_script, live).ok  # a start script of the household's own
 
 
 # -- the module, run as Ansible runs it --------------------------------------------------------
@@ -193,6 +253,16 @@ def test_module_falls_back_to_the_live_process_for_a_shell_pane(run_module: RunM
     result = run_module("claude_start_command", {**args, "fallback_to_live": True})
     assert result["source"] == "live"
     assert result["resume_command"] == ["claude", "--resume", R, *INCIDENT_FLAGS]
+
+
+def test_module_names_an_expansion_as_the_cause(run_module: RunModule) -> None:
+    """`"$MODEL"` is not a lost flag: the shell fills it in at run time, so the start command
+    cannot be compared with the live process, and the refusal says so."""
+    result = run_module("claude_start_command", {
+        "shell_command": 'claude --model "$MODEL" -c', "live_argv": ["claude", "--model", "opus"]})
+    assert result["failed"] and "would lose" not in result["msg"]
+    assert '"$MODEL", which the shell expands when it runs' in result["msg"]
+    assert "--model opus" in result["msg"]
 
 
 def test_module_reads_a_process_cmdline(run_module: RunModule) -> None:
@@ -260,10 +330,30 @@ def test_ansible_ships_the_linked_module_utils_to_the_host(tmp_path: Path) -> No
     assert not shipped.is_symlink() and shipped.read_bytes() == PACKAGE_CLI.read_bytes()
 
 
-@pytest.mark.parametrize("workdir", ["/home/user/my_proj.v2", "/srv/家/claude", "/" + "x" * 260,
-                                     "/tmp/" + "é" * 150])
-def test_same_project_dir_encoding_as_the_engine(workdir: str) -> None:
-    assert cli.encode_project_dir(workdir) == paths.encode_project_dir(workdir)
+#: Claude Code's own encoding (JavaScript, as read from the 2.1.328 source; see the Claude Code
+#: facts notes), run by node: an oracle independent of the Python port under test.
+ENCODE_JS = """
+const w = s => s.replace(/[^a-zA-Z0-9]/g, "-");
+const hash31 = s => { let h = 0;
+                      for (let i = 0; i < s.length; i++) h = h * 31 + s.charCodeAt(i) | 0;
+                      return h; };
+const enc = p => { const n = w(p); return n.length <= 200 ? n
+                   : `${n.slice(0, 200)}-${Math.abs(hash31(p)).toString(36)}`; };
+process.stdout.write(JSON.stringify(JSON.parse(process.argv[1]).map(enc)));
+"""
+WORKDIRS = ["/home/user/my_proj.v2", "/srv/家/claude", "/" + "x" * 260, "/tmp/" + "é" * 150,
+            "/srv/companion 🦊/work", "/tmp/" + "🦊" * 120, "/a/" + "b-" * 150]
+
+
+def test_project_dir_encoding_matches_claude_codes_own() -> None:
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed")
+    expected = json.loads(subprocess.run([node, "-e", ENCODE_JS, json.dumps(WORKDIRS)],
+                                         capture_output=True, text=True, check=True,
+                                         timeout=60).stdout)
+    assert [cli.encode_project_dir(w) for w in WORKDIRS] == expected
+    assert [paths.encode_project_dir(w) for w in WORKDIRS] == expected  # the engine's too
 
 
 def test_filter_plugin_gives_the_module_answer() -> None:
@@ -277,8 +367,8 @@ def test_filter_plugin_gives_the_module_answer() -> None:
     spec.loader.exec_module(filters)
     start = ["claude", "-c", *INCIDENT_FLAGS]
     assert filters.kael_resume_command(start) == cli.resume_from_argv(start).argv
-    assert filters.kael_resume_command("exec claude -c --x a") == ["claude", "--resume", R, "--x",
-                                                                   "a"]
+    assert filters.kael_resume_command("exec claude -c --channels a") == [
+        "claude", "--resume", R, "--channels", "a"]
     lines = ["instance\tx", "state\t/s", "mount\t/p\trw", "optional\t/o\tro", "optional\t/n\tro",
              "env\tXDG_RUNTIME_DIR=/run/user/1"]
     assert filters.kael_mount_args(lines, ["/o"]) == {

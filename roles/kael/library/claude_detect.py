@@ -12,11 +12,14 @@ from typing import Any
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.kael_claude_cli import (
     POINTER_RUNNERS,
+    StartCommandError,
     basename,
     encode_project_dir,
     is_claude_process,
+    parse_exec_start,
     pointer_path,
     program_index,
+    unit_program,
 )
 from ansible.module_utils.kael_procs import (
     Proc,
@@ -70,7 +73,9 @@ options:
     description: The unit running Claude Code (C(.service) may be left out).
     type: str
   pointer_path:
-    description: The pointer file a pointer runner reads.
+    description:
+      - The pointer file a pointer runner, or the start command of a systemd unit, reads. A
+        unit matches when a word of its ExecStart names that file.
     type: path
   claude_user:
     description: The user Claude Code runs as.
@@ -92,7 +97,12 @@ attributes:
     support: none
     details: Read-only.
 notes:
-  - Linux only (C(/proc)); run it as root to see other users' processes.
+  - Linux only (C(/proc)); run it as root to see other users' processes. Reading another
+    user's C(/proc/PID/environ) needs CAP_SYS_PTRACE, which root inside a container does not
+    have by default; there, run it as the Claude user (a process it cannot read is listed in
+    C(seen) with the reason).
+  - A user unit's manager is asked over C(/run/user/UID/bus), through C(runuser) when run as
+    root (C(--machine=USER@) would need systemd-machined).
 author:
   - kael-thread-rebuild maintainers
 """
@@ -171,7 +181,9 @@ systemd:
   returned: success
   type: dict
 pointer_path:
-  description: The pointer file (pointer base).
+  description:
+    - The pointer file (pointer base); for the systemd base the one given, or the first
+      argument of the unit's C(claude-start) (examples/systemd).
   returned: success
   type: str
 session_id:
@@ -188,8 +200,9 @@ seen:
 TIMEOUT = 10
 
 
-def _run(argv: list[str]) -> str | None:
+def _run(argv: list[str], extra_env: dict[str, str] | None = None) -> str | None:
     env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
+    env.update(extra_env or {})
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT, env=env,
                               stdin=subprocess.DEVNULL, check=False)
@@ -228,7 +241,8 @@ class Candidate:
             where = f"tmux pane {self.tmux['target']} ({self.tmux['pane_id']}) on " \
                     f"{self.tmux['socket']}"
         elif self.base == "systemd":
-            where = f"systemd {self.systemd['bus']} unit {self.systemd['unit']}"
+            where = f"systemd {self.systemd['bus']} unit {self.systemd['unit']}" + (
+                f" reading {self.pointer}" if self.pointer else "")
         elif self.base == "pointer":
             where = f"pointer runner of {self.pointer}"
         else:
@@ -250,20 +264,26 @@ def _socket_matches(given: str, socket: str, uid: int) -> bool:
     return _same_path(os.path.join(base, f"tmux-{uid}", given), socket)
 
 
-def _scan(table: dict[int, Proc]) -> list[Candidate]:
+def _scan(table: dict[int, Proc]) -> tuple[list[Candidate], list[str]]:
+    """The candidates, and a line for each one whose /proc entries cannot be read."""
     claude = {pid for pid, p in table.items() if is_claude_process(p.argv)}
     runners = {pid for pid, p in table.items()
                if any(basename(w) in POINTER_RUNNERS for w in p.argv)}
-    found = []
+    found, unreadable = [], []
     for pid in sorted(claude | runners):
         above = set(ancestors(pid, table))
         if above & (claude | runners):
             continue  # a child of another Claude Code, or a runner's `claude -p` call
         try:
             found.append(Candidate(table[pid], pid in runners))
-        except OSError:
-            continue  # gone, or not ours to read
-    return found
+        except FileNotFoundError:
+            continue  # gone
+        except OSError as exc:
+            unreadable.append(
+                f"pid {pid} uid {table[pid].uid}: {' '.join(table[pid].argv)} (cannot read "
+                f"its /proc entries: {exc.strerror}; run as root with CAP_SYS_PTRACE, which a "
+                "container's root lacks, or as that user)")
+    return found, unreadable
 
 
 def _cheap_match(c: Candidate, params: dict[str, Any]) -> bool:
@@ -274,8 +294,8 @@ def _cheap_match(c: Candidate, params: dict[str, Any]) -> bool:
         params["claude_workdir"] is None or _same_path(c.cwd, params["claude_workdir"]),
         params["claude_config_dir"] is None or _same_path(c.config_dir,
                                                           params["claude_config_dir"]),
-        params["pointer_path"] is None or (c.pointer is not None
-                                           and _same_path(c.pointer, params["pointer_path"])),
+        params["pointer_path"] is None or not c.runner or (
+            c.pointer is not None and _same_path(c.pointer, params["pointer_path"])),
         params["tmux_socket"] is None or (c.socket is not None and _socket_matches(
             params["tmux_socket"], c.socket, c.proc.uid)),
         params["systemd_unit"] is None or (c.unit is not None and c.unit[0] in (
@@ -312,27 +332,69 @@ def _unit_object(unit: str) -> str:
     return f"/org/freedesktop/systemd1/unit/{escaped}"
 
 
+def _user_manager(c: Candidate) -> tuple[list[str], dict[str, str]]:
+    """(argv prefix, environment) that reach the user manager of C's user over its bus in
+    /run/user/UID: directly as that user, through runuser as root (`--machine=USER@` would
+    need systemd-machined, which Debian does not install by default)."""
+    runtime = f"/run/user/{c.proc.uid}"
+    env = {"XDG_RUNTIME_DIR": runtime, "DBUS_SESSION_BUS_ADDRESS": f"unix:path={runtime}/bus"}
+    if os.geteuid() == c.proc.uid:
+        return [], env
+    return ["runuser", "-u", c.user, "--", "env", *(f"{k}={v}" for k, v in env.items())], {}
+
+
 def _ask_systemd(c: Candidate, table_pids: list[int]) -> None:
     if c.unit is None:
         return
     unit, bus = c.unit
-    scope = ["--user", f"--machine={c.user}@"] if bus == "user" else []
-    out = (_run(["systemctl", *scope, "show", "-p", "MainPID", "--value", unit]) or "").strip()
+    prefix, env = _user_manager(c) if bus == "user" else ([], {})
+    scope = ["--user"] if bus == "user" else []
+
+    def run(*argv: str) -> str | None:
+        return _run([*prefix, *argv], env)
+
+    out = (run("systemctl", *scope, "show", "-p", "MainPID", "--value", unit) or "").strip()
     if not out.isdigit() or int(out) not in table_pids:
         return
     c.base = "systemd"
     c.systemd = {"unit": unit, "bus": bus, "main_pid": int(out.strip())}
-    exact = _run(["busctl", *scope, "--json=short", "get-property", "org.freedesktop.systemd1",
-                  _unit_object(unit), "org.freedesktop.systemd1.Service", "ExecStart"])
+    exact = run("busctl", *scope, "--json=short", "get-property", "org.freedesktop.systemd1",
+                _unit_object(unit), "org.freedesktop.systemd1.Service", "ExecStart")
     try:
         commands = json.loads(exact or "")["data"]
-        if len(commands) == 1:
-            c.start_command = {"kind": "unit_argv", "value": commands[0][1]}
+        if len(commands) == 1:  # (path, argv, ignore): path is the program, argv[0] a name
+            path, argv = commands[0][0], commands[0][1]
+            c.start_command = {"kind": "unit_argv", "value": [path, *argv[1:]]}
             return
     except (ValueError, KeyError, IndexError, TypeError):
         pass
-    shown = _run(["systemctl", *scope, "show", "-p", "ExecStart", unit]) or ""
+    shown = run("systemctl", *scope, "show", "-p", "ExecStart", unit) or ""
     c.start_command = {"kind": "exec_start", "value": shown.strip()}
+
+
+#: Start scripts whose first argument is the pointer file (examples/systemd/claude-start).
+POINTER_START_SCRIPTS = frozenset({"claude-start"})
+
+
+def _unit_words(c: Candidate) -> list[str]:
+    value = c.start_command.get("value")
+    if c.start_command.get("kind") == "unit_argv":
+        return unit_program(value)
+    try:
+        return parse_exec_start(value or "")[0]
+    except StartCommandError:
+        return []
+
+
+def _unit_pointer(c: Candidate, given: str | None) -> str | None:
+    """The pointer file the unit's start command reads: the one given when a word of it names
+    that file, else the first argument of a known start script (claude-start POINTER …)."""
+    words = _unit_words(c)
+    if given is not None:
+        return given if any(os.path.isabs(w) and _same_path(w, given) for w in words) else None
+    if len(words) > 1 and basename(words[0]) in POINTER_START_SCRIPTS:
+        return words[1]
+    return None
 
 
 def _claude_cli(c: Candidate) -> list[str]:
@@ -374,7 +436,7 @@ def main() -> None:
     )
     params = module.params
     table = {p.pid: p for p in processes()}
-    seen = _scan(table)
+    seen, unreadable = _scan(table)
     matching = [c for c in seen if _cheap_match(c, params)]
     for c in matching:
         lineage = [c.proc.pid, *ancestors(c.proc.pid, table)]
@@ -382,12 +444,15 @@ def main() -> None:
             _ask_tmux(c, params["tmux"], lineage)
             if c.base is None:
                 _ask_systemd(c, lineage)
+            if c.base == "systemd":
+                c.pointer = _unit_pointer(c, params["pointer_path"])
     wanted = params["base"]
     matching = [c for c in matching if c.base is not None
+                and (params["pointer_path"] is None or c.pointer is not None)
                 and wanted in ("auto", c.base)
                 and (params["tmux_target"] is None or _target_matches(params["tmux_target"],
                                                                       c.tmux))]
-    lines = [c.describe() for c in seen]
+    lines = [c.describe() for c in seen] + unreadable
     asked = {k: v for k, v in params.items() if v is not None and k not in ("name", "tmux")
              and not (k == "base" and v == "auto")}
     if len(matching) != 1:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import stat
@@ -11,11 +12,10 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.kael_settings import (
+    Record,
     SettingsError,
     hook_present,
     install,
-    load,
-    render,
     uninstall,
 )
 
@@ -24,18 +24,25 @@ DOCUMENTATION = r"""
 module: claude_settings
 short_description: Add or remove kael-thread-rebuild's Stop hook and permissions in settings.json
 description:
-  - With O(state=present), appends the Stop hook entry
-    C({"type":"command","command":HOOK_COMMAND,"timeout":HOOK_TIMEOUT}) to
-    C(hooks.Stop[*].hooks) unless an entry with the same command is there, and adds the four
-    read-only tools C(mcp__SERVER__thread_rebuild_doctor|dirty|plan|status) to
-    C(permissions.allow). C(thread_rebuild_request), C(cancel) and C(rollback_request) are never
-    added, so they keep asking the human.
-  - Every other key, hook, matcher and permission is kept exactly, in its order. A file whose
-    C(hooks) key was dropped (Claude Code has been seen rewriting the file without it) gets it
-    back. A missing, empty or C({}) file is treated as an empty object.
-  - With O(state=absent), removes only what O(state=present) adds (the hook entry, matched by
-    command, and the four permissions); a group, C(hooks.Stop), C(hooks), C(permissions.allow)
-    or C(permissions) emptied by that removal goes too.
+  - With O(state=present), adds the Stop hook entry
+    C({"type":"command","command":HOOK_COMMAND,"timeout":HOOK_TIMEOUT}) as a group of its own,
+    C({"hooks":[ENTRY]}), at the end of C(hooks.Stop), never into another group. An earlier
+    spelling of our entry (a hook-stop or kael-hook command with the same C(--config)), or
+    one with another timeout, is replaced, so there is exactly one. It adds the four read-only
+    tools C(mcp__SERVER__thread_rebuild_doctor|dirty|plan|status) to C(permissions.allow).
+    C(thread_rebuild_request), C(cancel) and C(rollback_request) are never added, so they keep
+    asking the human.
+  - The file's text is spliced, never re-serialised; every byte outside our entries stays as it
+    was (escapes such as C(caf\u00e9), numbers such as C(1.50), spacing, key order). A file
+    whose C(hooks) key was dropped (Claude Code has been seen rewriting the file without it)
+    gets it back. A missing or empty file is treated as C({}); a C(null) C(hooks),
+    C(hooks.Stop), C(permissions) or C(permissions.allow) as absent.
+  - What O(state=present) added is kept in a record, O(record). With O(state=absent), only
+    that is removed, the hook entry (and its group), the permissions it added (not one the
+    user had before), and a container it created (C(hooks), C(hooks.Stop), C(permissions),
+    C(permissions.allow)) when nothing else is in it, back to C(null) if it was C(null). Empty
+    C({}) and C([]) the user had stay. Without a record (an install by a version that kept
+    none) the four permissions are removed and no container.
   - A file that is not a JSON object (invalid JSON, duplicate keys, C(NaN), a list at the top, a
     C(hooks) that is not an object...) is refused and left untouched, byte for byte.
   - When the file changes, it is first backed up, then replaced atomically (a temporary file in
@@ -80,6 +87,12 @@ options:
       - Where backups go (created with mode 0700 and the file's owner when missing); next to the
         file when omitted. Backups are named C(settings.json.YYYYmmddTHHMMSS.PID.bak).
     type: path
+  record:
+    description:
+      - The record of what O(state=present) added, which O(state=absent) reads (and deletes).
+        Default C(BACKUP_DIR/settings.json.added.json), or beside the file
+        (C(.settings.json.kael-thread-rebuild.json)) without O(backup_dir).
+    type: path
 attributes:
   check_mode:
     support: full
@@ -121,6 +134,10 @@ removed:
   returned: success
   type: list
   elements: str
+record:
+  description: The record of what install added (empty after an uninstall).
+  returned: success
+  type: dict
 backup_file:
   description: The backup taken before the change.
   returned: changed and O(backup)
@@ -146,13 +163,16 @@ def _backup(path: str, backup_dir: str | None) -> str:
     return target
 
 
-def _write(module: AnsibleModule, path: str, text: str) -> None:
-    """Replace PATH atomically, keeping its owner, group and mode (a new file: the directory's
-    owner and group, mode 0600)."""
+def _write(module: AnsibleModule, path: str, text: str,
+           owner: tuple[int, int] | None = None) -> None:
+    """Replace PATH atomically, keeping its owner, group and mode (a new file: OWNER, else the
+    directory's owner and group, mode 0600)."""
     directory = os.path.dirname(path)
     new = not os.path.exists(path)
     info = os.stat(directory if new else path)
     uid, gid, mode = info.st_uid, info.st_gid, 0o600 if new else stat.S_IMODE(info.st_mode)
+    if new and owner is not None:
+        uid, gid = owner
     handle, temp = tempfile.mkstemp(prefix=".settings.", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as out:
@@ -170,6 +190,40 @@ def _write(module: AnsibleModule, path: str, text: str) -> None:
         os.chmod(path, mode)
 
 
+def _record_path(params: dict) -> str:
+    if params["record"]:
+        return params["record"]
+    if params["backup_dir"]:
+        return os.path.join(params["backup_dir"], "settings.json.added.json")
+    return os.path.join(os.path.dirname(os.path.realpath(params["path"])),
+                        ".settings.json.kael-thread-rebuild.json")
+
+
+def _read_record(path: str) -> Record | None:
+    try:
+        with open(path, "rb") as handle:
+            return Record.from_json(json.loads(handle.read().decode("utf-8")))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise SettingsError(f"the record of what install added ({path}) cannot be read: "
+                            f"{exc}") from None
+
+
+def _write_record(module: AnsibleModule, path: str, record: Record, owner: str) -> None:
+    if record == Record():
+        if os.path.exists(path):
+            os.unlink(path)
+        return
+    directory = os.path.dirname(path)
+    info = os.stat(owner if os.path.exists(owner) else os.path.dirname(owner))
+    if not os.path.isdir(directory):
+        os.makedirs(directory, mode=0o700)
+        os.chown(directory, info.st_uid, info.st_gid)
+    _write(module, path, json.dumps(record.to_json(), indent=2) + "\n", (info.st_uid,
+                                                                         info.st_gid))
+
+
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
@@ -181,11 +235,13 @@ def main() -> None:
             "permissions": {"type": "bool", "default": True},
             "backup": {"type": "bool", "default": True},
             "backup_dir": {"type": "path"},
+            "record": {"type": "path"},
         },
         supports_check_mode=True,
     )
     params = module.params
     path = os.path.realpath(params["path"])
+    record_path = _record_path(params)
     if not os.path.isdir(os.path.dirname(path)):
         module.fail_json(msg=f"{os.path.dirname(path)} does not exist: is this Claude Code's "
                              "config dir?", path=path)
@@ -198,33 +254,36 @@ def main() -> None:
         module.fail_json(msg=f"{path} cannot be read as UTF-8 text: {exc}; left untouched",
                          path=path)
     try:
-        data = load(original)
+        record = _read_record(record_path)
         if params["state"] == "present":
-            change = install(data, params["hook_command"], params["hook_timeout"],
-                             params["server"], params["permissions"])
+            change = install(original, params["hook_command"], params["hook_timeout"],
+                             params["server"], params["permissions"], record)
         else:
-            change = uninstall(data, params["hook_command"], params["server"],
-                               params["permissions"])
+            change = uninstall(original, params["hook_command"], params["server"],
+                               params["permissions"], record)
     except SettingsError as exc:
         module.fail_json(msg=f"{path}: {exc}; the file was left untouched. Fix it by hand (Claude "
                              "Code cannot read it either) and run again.", path=path)
     for warning in change.warnings:
         module.warn(f"{path}: {warning}")
-    changed = bool(change.added or change.removed)
-    result = {"changed": changed, "path": path, "added": change.added,
-              "removed": change.removed, "hook_present": bool(params["hook_command"])
+    changed = change.text != original and bool(change.added or change.removed)
+    record_changed = change.record != (record or Record())
+    result = {"changed": changed or record_changed, "path": path, "added": change.added,
+              "removed": change.removed, "record": change.record.to_json(),
+              "hook_present": bool(params["hook_command"])
               and hook_present(change.data, params["hook_command"])}
-    if not changed:
-        module.exit_json(**result)
-    after = render(change.data, original)
-    result["diff"] = {"before": original, "after": after,
-                      "before_header": path, "after_header": path}
-    if module.check_mode:
+    if changed:
+        result["diff"] = {"before": original, "after": change.text,
+                          "before_header": path, "after_header": path}
+    if module.check_mode or not result["changed"]:
         module.exit_json(**result)
     try:
-        if params["backup"] and os.path.exists(path):
-            result["backup_file"] = _backup(path, params["backup_dir"])
-        _write(module, path, after)
+        if changed:
+            if params["backup"] and os.path.exists(path):
+                result["backup_file"] = _backup(path, params["backup_dir"])
+            _write(module, path, change.text)
+        if record_changed:
+            _write_record(module, record_path, change.record, path)
     except OSError as exc:
         module.fail_json(msg=f"cannot write {path}: {exc}", **result)
     module.exit_json(**result)

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import os
+
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.kael_claude_cli import (
     NoClaude,
@@ -10,6 +12,7 @@ from ansible.module_utils.kael_claude_cli import (
     StartCommandError,
     check_live,
     flag_groups,
+    program_index,
     resume_from_argv,
     resume_from_exec_start,
     resume_from_pointer_runner,
@@ -18,7 +21,7 @@ from ansible.module_utils.kael_claude_cli import (
     resume_from_unit_argv,
     show,
 )
-from ansible.module_utils.kael_procs import read_cmdline
+from ansible.module_utils.kael_procs import cwd, environ, read_cmdline, which
 
 DOCUMENTATION = r"""
 ---
@@ -40,6 +43,11 @@ description:
   - With O(live_pid) or O(live_argv) the result is checked against the running Claude Code
     process, and the module fails when the resume command would lose any of its flags (the
     "deaf process" check).
+  - With O(live_pid), a program of the resume command named without a path (its first word,
+    and the Claude Code program) becomes an absolute path, looked up in the C(PATH) of the live
+    process's own environment (C(/proc/PID/environ)) as its shell did. The switch runs the
+    command where another C(PATH) applies (a tmux client in the appliance's container), so a
+    bare C(claude) found only through the user's login C(PATH) would not start there.
   - Read-only; nothing on the host changes.
 version_added: "0.1.0"
 options:
@@ -88,7 +96,9 @@ options:
     type: str
     default: claude
   live_pid:
-    description: The live Claude Code process; the module fails when any of its flags is lost.
+    description:
+      - The live Claude Code process; the module fails when any of its flags is lost, and the
+        programs of the resume command are made absolute from its environment.
     type: int
   live_argv:
     description: The live Claude Code process's argv, instead of O(live_pid).
@@ -202,6 +212,23 @@ def _derive(module: AnsibleModule, source: str) -> Resume:
     return resume_from_pointer_runner(value, params["claude"])
 
 
+def _absolute(argv: list[str], pid: int) -> list[str]:
+    """ARGV with its first word and its Claude Code program as absolute paths, looked up the
+    way the live process PID's shell did: its PATH, its working directory."""
+    env, directory = environ(pid), cwd(pid)
+    out = list(argv)
+    claude = program_index(argv)
+    for index in sorted({0} | ({claude} if claude is not None else set())):
+        found = which(out[index], env, directory)
+        if not os.path.isabs(found):
+            raise StartCommandError(
+                f"{out[index]!r} is not found on the PATH of the live process {pid} "
+                f"({env.get('PATH', 'none set')}); give the instance's resume_command with "
+                "the program's absolute path")
+        out[index] = found
+    return out
+
+
 def main() -> None:
     list_of_str = {"type": "list", "elements": "str"}
     module = AnsibleModule(
@@ -234,6 +261,8 @@ def main() -> None:
                 raise
             resume, source = resume_from_argv(live), "live"
         missing = check_live(resume, live) if live else []
+        if params["live_pid"] is not None:
+            resume = resume._replace(argv=_absolute(resume.argv, params["live_pid"]))
     except StartCommandError as exc:
         module.fail_json(msg=f"{source}: {exc}", source=source)
     except OSError as exc:
