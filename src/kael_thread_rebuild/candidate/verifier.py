@@ -10,10 +10,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import orjson
 from pydantic import BaseModel, ValidationError
 
 from ..conversation.records import MARKER, unwrap_snapshot
+from ..transcript.reader import loads_line, text_bytes
 from .manifest import ItemKind, Manifest, item_uuid
 
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ class Verification(BaseModel):
 
 
 def _sha(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
+    return hashlib.sha256(text_bytes(text)).hexdigest()
 
 
 def _carried_text(record: dict[str, Any]) -> str | None:
@@ -52,8 +52,8 @@ def _load(candidate: Path) -> tuple[list[dict[str, Any]], list[str]]:
         errors.append("the candidate does not end with a newline")
     for number, line in enumerate(raw.splitlines(), start=1):
         try:
-            record = orjson.loads(line)
-        except orjson.JSONDecodeError:
+            record = loads_line(line)
+        except ValueError:
             errors.append(f"line {number} is not JSON")
             continue
         if not isinstance(record, dict):

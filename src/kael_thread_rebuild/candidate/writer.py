@@ -15,8 +15,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from .. import __version__
 from ..config import Config
 from ..conversation.records import MARKER, Origin, Role, wrap_snapshot
@@ -24,6 +22,7 @@ from ..conversation.turns import Item
 from ..fsutil import atomic_write_bytes, atomic_write_json
 from ..paths import MANIFEST_SUFFIX
 from ..plan import Plan
+from ..transcript.reader import dumps_line, text_bytes
 from .manifest import ItemKind, Manifest, ManifestCounts, ManifestItem, item_uuid
 from .verifier import Verification, verify_candidate
 
@@ -60,7 +59,7 @@ def _stamp(timestamp: str | None) -> str | None:
 
 
 def _sha(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
+    return hashlib.sha256(text_bytes(text)).hexdigest()
 
 
 class _Builder:
@@ -193,7 +192,7 @@ def write_candidate(plan: Plan, output_dir: Path, config: Config, *,
         ),
         items=items,
     )
-    data = b"".join(orjson.dumps(record) + b"\n" for record in records)
+    data = b"".join(dumps_line(record) + b"\n" for record in records)
     atomic_write_bytes(candidate_path, data, 0o600, overwrite=False)
     atomic_write_json(manifest_path, manifest.model_dump(mode="json"), 0o600, overwrite=False)
     verification = verify_candidate(candidate_path, manifest_path, plan)

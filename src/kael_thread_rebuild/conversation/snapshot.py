@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
+from ..transcript.reader import text_bytes
 from .records import Classifier
 from .table import Kind
 
@@ -25,7 +26,7 @@ class Snapshot:
 
     @property
     def sha256(self) -> str:
-        return hashlib.sha256(self.text.encode()).hexdigest()
+        return hashlib.sha256(text_bytes(self.text)).hexdigest()
 
 
 def find_snapshot(rows: list[int], read: Classifier) -> Snapshot | None:
