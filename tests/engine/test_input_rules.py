@@ -8,8 +8,12 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.builder import TranscriptBuilder
 from tests.engine.test_cli_bad_input import run_cli, setup
+from tests.support.claude_env import claude_available
+from tests.support.fidelity import conversation_texts, resume_and_capture
 
 __all__ = ["setup"]  # the fixture, shared with the other bad-input tests
 
@@ -35,10 +39,9 @@ def _candidate(config: Path, out: Path, transcript: Path) -> subprocess.Complete
                    str(transcript), "--output-dir", str(out))
 
 
-def test_lone_surrogates_node_writes_are_read_and_carried_exactly(
-        setup: tuple[Path, Path, Path]) -> None:
-    project, out, config = setup
-    # Strings cut inside an emoji, as Node writes them: a lone high and a lone low surrogate.
+def _cut_emoji_transcript(project: Path) -> tuple[Path, bytes, bytes]:
+    """A transcript whose speech and tool result hold strings cut inside an emoji, as Node
+    writes them: a lone high and a lone low surrogate escape."""
     high = _node_string_body('"see 😀".slice(0, -1)')
     low = _node_string_body('"😀 done".slice(1)')
     assert high == b"see \\ud83d" and low == b"\\ude00 done"
@@ -47,8 +50,15 @@ def test_lone_surrogates_node_writes_are_read_and_carried_exactly(
     b.tool_call("Bash", "a tool output cut in an emoji LOW-CUT")
     b.say("My answer LOW-CUT")
     path = b.write(project / f"{b.session_id}.jsonl")
-    source = path.read_bytes().replace(b"HIGH-CUT", high).replace(b"LOW-CUT", low)
-    path.write_bytes(source)
+    path.write_bytes(path.read_bytes().replace(b"HIGH-CUT", high).replace(b"LOW-CUT", low))
+    return path, high, low
+
+
+def test_lone_surrogates_node_writes_are_read_and_carried_exactly(
+        setup: tuple[Path, Path, Path]) -> None:
+    project, out, config = setup
+    path, high, low = _cut_emoji_transcript(project)
+    source = path.read_bytes()
 
     report = _plan(config, path)
     assert report["unreadable_lines"] == [] and report["blocked_reason"] == ""
@@ -68,6 +78,26 @@ def test_lone_surrogates_node_writes_are_read_and_carried_exactly(
     assert b'"content":"I typed ' + high + b' here"' in written
     assert b'"text":"My answer ' + low + b'"' in written
     assert path.read_bytes() == source
+
+
+@pytest.mark.skipif(not claude_available(), reason="the pinned Claude Code binary is missing")
+def test_real_client_sees_the_cut_emoji_as_the_old_session_did(
+        setup: tuple[Path, Path, Path]) -> None:
+    project, out, config = setup
+    path, _, _ = _cut_emoji_transcript(project)
+    made = _candidate(config, out, path)
+    assert made.returncode == 0, made.stderr
+    summary = json.loads(made.stdout)
+    workdir = project.parent / "work"
+    old = resume_and_capture(path, path.stem, workdir, "and now?")
+    new = resume_and_capture(Path(summary["candidate_path"]), summary["new_session_id"],
+                             workdir, "and now?")
+    said = conversation_texts(new[0])
+    # Claude Code itself sends a lone surrogate as U+FFFD: the model of the rebuilt session
+    # reads the very words the old session's model read.
+    assert said == conversation_texts(old[0])
+    assert said == [("user", "I typed see \ufffd here"), ("assistant", "My answer \ufffd done"),
+                    ("user", "and now?")]
 
 
 def _add_impossible_records(b: TranscriptBuilder) -> list[int]:
