@@ -48,12 +48,14 @@ class SystemdBus(StrEnum):
 # Numbers are what TOML wrote, never coerced ("yes", "1" or true is not a number or a
 # bool), and bounded: a value outside these bounds is a typo, or would overflow a sleep.
 MAX_COUNT = 1 << 40
-MAX_WORD = 4096  # one word of a command line, or a name
+MAX_WORD = 4096  # a name or a pattern
+MAX_ARG = 131072  # one word of a command line (Linux MAX_ARG_STRLEN): a system prompt fits
 Flag = Annotated[bool, Strict()]
 Count = Annotated[int, Strict()]
 Seconds = Annotated[float, Strict(), Field(ge=0.01, le=3600)]
 Timeout = Annotated[float, Strict(), Field(ge=0.01, le=86400)]
 Word = Annotated[str, Field(min_length=1, max_length=MAX_WORD)]
+Arg = Annotated[str, Field(min_length=1, max_length=MAX_ARG)]
 DIRECTORIES = ("project_dir", "state_dir", "claude_workdir", "claude_config_dir")
 
 
@@ -73,9 +75,9 @@ class Config(BaseModel):
     activation: Activation = Activation.tmux
     tmux_target: str = Field("cc:0.0", min_length=1, max_length=256)
     tmux_socket: str | None = Field(None, min_length=1, max_length=MAX_WORD)
-    resume_command: list[Word] = Field(
+    resume_command: list[Arg] = Field(
         default_factory=lambda: ["claude", "--resume", "{session_id}"], min_length=1,
-        max_length=256,
+        max_length=1024,
     )
     systemd_unit: str | None = Field(None, min_length=1, max_length=256)
     systemd_bus: SystemdBus = SystemdBus.system
@@ -91,7 +93,7 @@ class Config(BaseModel):
     token_divisor: Annotated[float, Strict(), Field(ge=0.01, le=100)] = 1.5
     max_event_chars: Count = Field(0, ge=0, le=MAX_COUNT)
     block_on_unreadable_lines: Flag = True
-    poison_pattern: str = Field(DEFAULT_POISON_PATTERN, max_length=MAX_WORD)
+    poison_pattern: str = Field(DEFAULT_POISON_PATTERN, max_length=MAX_ARG)
     poison_threshold: Count = Field(2, ge=1, le=1_000_000)
     poison_window_turns: Count = Field(10, ge=1, le=1_000_000)
     speech_tool_pattern: list[Word] = Field(

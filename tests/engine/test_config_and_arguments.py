@@ -75,6 +75,17 @@ def test_bad_values_one_line_per_key_exit_2(tmp_path: Path) -> None:
     assert not (tmp_path / "state").exists()
 
 
+def test_bounds_leave_room_for_real_settings(tmp_path: Path) -> None:
+    """A long --append-system-prompt fits a resume_command word; ints pass for seconds."""
+    file = tmp_path / "c.toml"
+    prompt = "Be kind. " * 10_000
+    file.write_text(f'project_dir = "{tmp_path}"\nstate_dir = "{tmp_path / "state"}"\n'
+                    f'resume_command = ["claude", "--append-system-prompt", "{prompt}", '
+                    '"--resume", "{session_id}"]\nhealth_timeout_seconds = 30\n')
+    result = run_cli("--config", str(file), "status")
+    assert result.returncode == 0 and result.stdout == "no operation yet\n", result.stderr
+
+
 @pytest.mark.parametrize(("setting", "words"), [
     ('project_dir = "~nosuchuser-kael/project"', "project_dir: '~nosuchuser-kael/project': the "
                                                  "home directory it names is unknown"),
