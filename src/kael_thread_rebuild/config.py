@@ -55,7 +55,7 @@ Count = Annotated[int, Strict()]
 Seconds = Annotated[float, Strict(), Field(ge=0.01, le=3600)]
 Timeout = Annotated[float, Strict(), Field(ge=0.01, le=86400)]
 Word = Annotated[str, Field(min_length=1, max_length=MAX_WORD)]
-Arg = Annotated[str, Field(min_length=1, max_length=MAX_ARG)]
+Arg = Annotated[str, Field(max_length=MAX_ARG)]  # an empty argument is a real one
 DIRECTORIES = ("project_dir", "state_dir", "claude_workdir", "claude_config_dir")
 
 
