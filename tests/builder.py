@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import orjson
+from kael_thread_rebuild.transcript.reader import dumps_line
 
 SESSION = "5e55a1d0-0000-4000-8000-000000000001"
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 64).decode()
@@ -165,5 +165,6 @@ class TranscriptBuilder:
         self.add(self._envelope("system", subtype=subtype, content=""))
 
     def write(self, path: Path) -> Path:
-        path.write_bytes(b"".join(orjson.dumps(record) + b"\n" for record in self.records))
+        # A lone surrogate is written as Node writes it: an escape (`"\\udcff"`).
+        path.write_bytes(b"".join(dumps_line(record) + b"\n" for record in self.records))
         return path

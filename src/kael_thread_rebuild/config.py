@@ -9,10 +9,20 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    Strict,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from .defaults import CONFIG_ENV, DEFAULT_SPEECH_TOOLS, DEFAULT_STATE_DIR
 from .errors import ConfigError
+from .paths import check_path_text, shown
 
 DEFAULT_POISON_PATTERN = (
     r"(AUP|Acceptable Use|policy violation|policy blocked|refusal loop|毒上下文|中毒|拒绝循环)"
@@ -35,14 +45,26 @@ class SystemdBus(StrEnum):
     user = "user"
 
 
-PositiveSeconds = Annotated[float, Field(gt=0)]
+# Numbers are what TOML wrote, never coerced ("yes", "1" or true is not a number or a
+# bool), and bounded: a value outside these bounds is a typo, or would overflow a sleep.
+MAX_COUNT = 1 << 40
+MAX_WORD = 4096  # a name or a pattern
+MAX_ARG = 131072  # one word of a command line (Linux MAX_ARG_STRLEN): a system prompt fits
+Flag = Annotated[bool, Strict()]
+Count = Annotated[int, Strict()]
+Seconds = Annotated[float, Strict(), Field(ge=0.01, le=3600)]
+Timeout = Annotated[float, Strict(), Field(ge=0.01, le=86400)]
+Word = Annotated[str, Field(min_length=1, max_length=MAX_WORD)]
+Arg = Annotated[str, Field(max_length=MAX_ARG)]  # an empty argument is a real one
+DIRECTORIES = ("project_dir", "state_dir", "claude_workdir", "claude_config_dir")
 
 
 class Config(BaseModel):
     """Every key of an instance's config file. Unknown keys are an error (typos must not pass)."""
 
     # validate_default: defaults such as state_dir go through the same validators (~ expanded).
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True,
+                              allow_inf_nan=False)
 
     instance: str = Field("default", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
     project_dir: Path
@@ -51,46 +73,69 @@ class Config(BaseModel):
     state_dir: Path = Path(DEFAULT_STATE_DIR)
 
     activation: Activation = Activation.tmux
-    tmux_target: str = "cc:0.0"
-    tmux_socket: str | None = None
-    resume_command: list[str] = Field(
-        default_factory=lambda: ["claude", "--resume", "{session_id}"], min_length=1
+    tmux_target: str = Field("cc:0.0", min_length=1, max_length=256)
+    tmux_socket: str | None = Field(None, min_length=1, max_length=MAX_WORD)
+    resume_command: list[Arg] = Field(
+        default_factory=lambda: ["claude", "--resume", "{session_id}"], min_length=1,
+        max_length=1024,
     )
-    systemd_unit: str | None = None
+    systemd_unit: str | None = Field(None, min_length=1, max_length=256)
     systemd_bus: SystemdBus = SystemdBus.system
     resume_pointer_path: Path | None = None
 
-    dirty_budget_bytes: int = Field(512 * 1024, ge=1)
-    rebuild_on_original_image_view: bool = True
-    include_open_tail: bool = True
-    freeze_startup_snapshot: bool = True
-    stamp_turns: bool = False
-    carry_max_tokens: int = Field(0, ge=0)
+    dirty_budget_bytes: Count = Field(512 * 1024, ge=1, le=MAX_COUNT)
+    rebuild_on_original_image_view: Flag = True
+    include_open_tail: Flag = True
+    freeze_startup_snapshot: Flag = True
+    stamp_turns: Flag = False
+    carry_max_tokens: Count = Field(0, ge=0, le=MAX_COUNT)
     carry_overflow: CarryOverflow = CarryOverflow.drop_oldest
-    token_divisor: float = Field(1.5, gt=0)
-    max_event_chars: int = Field(0, ge=0)
-    block_on_unreadable_lines: bool = True
-    poison_pattern: str = DEFAULT_POISON_PATTERN
-    poison_threshold: int = Field(2, ge=1)
-    poison_window_turns: int = Field(10, ge=1)
-    speech_tool_pattern: list[str] = Field(default_factory=lambda: list(DEFAULT_SPEECH_TOOLS))
+    token_divisor: Annotated[float, Strict(), Field(ge=0.01, le=100)] = 1.5
+    max_event_chars: Count = Field(0, ge=0, le=MAX_COUNT)
+    block_on_unreadable_lines: Flag = True
+    poison_pattern: str = Field(DEFAULT_POISON_PATTERN, max_length=MAX_ARG)
+    poison_threshold: Count = Field(2, ge=1, le=1_000_000)
+    poison_window_turns: Count = Field(10, ge=1, le=1_000_000)
+    speech_tool_pattern: list[Word] = Field(
+        default_factory=lambda: list(DEFAULT_SPEECH_TOOLS), max_length=256)
 
-    stability_samples: int = Field(2, ge=2)
-    stability_interval_seconds: PositiveSeconds = 0.5
-    stability_timeout_seconds: PositiveSeconds = 60.0
-    health_window_seconds: PositiveSeconds = 2.0
-    health_timeout_seconds: PositiveSeconds = 30.0
-    poll_interval_seconds: PositiveSeconds = 0.2
+    stability_samples: Count = Field(2, ge=2, le=100)
+    stability_interval_seconds: Seconds = 0.5
+    stability_timeout_seconds: Timeout = 60.0
+    health_window_seconds: Seconds = 2.0
+    health_timeout_seconds: Timeout = 30.0
+    poll_interval_seconds: Seconds = 0.2
 
-    @field_validator("project_dir", "state_dir", "claude_workdir", "claude_config_dir",
-                     "resume_pointer_path")
+    @field_validator(*DIRECTORIES, "resume_pointer_path")
     @classmethod
-    def _absolute(cls, value: Path | None) -> Path | None:
+    def _absolute(cls, value: Path | None, info: ValidationInfo) -> Path | None:
         if value is None:
             return None
-        value = value.expanduser()
+        try:
+            check_path_text(str(value))
+        except ValueError as exc:
+            raise ValueError(f"{shown(value)} {exc}") from None
+        try:
+            value = value.expanduser()
+        except RuntimeError:
+            raise ValueError(f"'{shown(value)}': the home directory it names is unknown") from None
         if not value.is_absolute():
-            raise ValueError(f"must be an absolute path, got {str(value)!r}")
+            raise ValueError(f"must be an absolute path, got '{shown(value)}'")
+        if info.field_name in DIRECTORIES:
+            _not_a_file(value)
+        elif _is_dir(value):
+            raise ValueError(f"{value} is a directory, not a file")
+        if info.field_name == "state_dir" and os.path.normpath(value) == "/":
+            raise ValueError("must not be the root directory: it gets operations/ and backups/")
+        return value
+
+    @field_validator("tmux_target", "tmux_socket", "systemd_unit", "resume_command",
+                     "speech_tool_pattern", "poison_pattern")
+    @classmethod
+    def _no_nul(cls, value: str | list[str] | None) -> str | list[str] | None:
+        words = [value] if isinstance(value, str) else value or []
+        if any("\0" in word for word in words):
+            raise ValueError("contains a NUL character")
         return value
 
     @field_validator("carry_max_tokens")
@@ -134,15 +179,36 @@ class Config(BaseModel):
         return [word.replace("{session_id}", session_id) for word in self.resume_command]
 
 
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except (OSError, ValueError):
+        return False
+
+
+def _not_a_file(path: Path) -> None:
+    """A directory key must not name something that exists and is not a directory."""
+    try:
+        exists = path.exists()
+    except (OSError, ValueError):
+        return  # cannot tell (e.g. no permission): the command that uses it says so
+    if exists and not _is_dir(path):
+        raise ValueError(f"{path} is a file, not a directory")
+
+
 def _problems(exc: ValidationError) -> list[str]:
-    lines = []
+    """One line per key: its first problem (a union type reports one per member)."""
+    lines: dict[str, str] = {}
     for err in exc.errors():
-        key = ".".join(str(part) for part in err["loc"]) or "(file)"
+        loc = err["loc"]
+        key = str(loc[0]) if loc else "(file)"
         message = str(err["msg"]).removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             message = "unknown key"
-        lines.append(f"{key}: {message}")
-    return lines
+        elif len(loc) > 1 and isinstance(loc[1], int):
+            message = f"word {loc[1] + 1}: {message}"
+        lines.setdefault(key, f"{key}: {message}")
+    return list(lines.values())
 
 
 def parse_config(data: dict[str, Any], source: str = "config") -> Config:
@@ -161,13 +227,18 @@ def load_config(path: str | os.PathLike[str] | None) -> Config:
             raise ConfigError("config", [problem])
     file = Path(path)
     try:
+        check_path_text(str(file))
         raw = file.read_bytes()
+    except ValueError as exc:
+        raise ConfigError(shown(file), [str(exc)]) from None
     except FileNotFoundError:
         raise ConfigError(str(file), ["file not found"]) from None
     except IsADirectoryError:
         raise ConfigError(str(file), ["is a directory, not a TOML file"]) from None
     except PermissionError:
         raise ConfigError(str(file), ["permission denied"]) from None
+    except OSError as exc:
+        raise ConfigError(str(file), [exc.strerror or str(exc)]) from None
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:

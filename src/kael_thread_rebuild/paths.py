@@ -13,6 +13,32 @@ if TYPE_CHECKING:
     from .config import Config
 
 MANIFEST_SUFFIX = ".manifest.json"
+MAX_PATH_BYTES = 4095  # Linux PATH_MAX, less the terminating NUL
+MAX_NAME_BYTES = 255  # NAME_MAX
+SHOWN_CHARS = 80
+
+
+def check_path_text(text: str) -> None:
+    """Refuse, with one sentence (ValueError), a path the kernel cannot take: one with a NUL,
+    longer than PATH_MAX, or with a name longer than NAME_MAX."""
+    if "\0" in text:
+        raise ValueError("contains a NUL character")
+    size = len(text.encode("utf-8", "surrogateescape"))
+    if size > MAX_PATH_BYTES:
+        raise ValueError(f"is {size} bytes long; a path has at most {MAX_PATH_BYTES}")
+    longest = max(len(name.encode("utf-8", "surrogateescape")) for name in text.split("/"))
+    if longest > MAX_NAME_BYTES:
+        raise ValueError(f"has a name of {longest} bytes; a name has at most {MAX_NAME_BYTES}")
+
+
+def shown(text: str | os.PathLike[str]) -> str:
+    """A path or word as a message names it: on one line, shortened when over-long."""
+    words = repr(os.fspath(text))[1:-1]
+    if len(words) <= SHOWN_CHARS:
+        return words
+    return f"{words[:SHOWN_CHARS]}... ({len(words)} characters)"
+
+
 def encode_project_dir(workdir: str | os.PathLike[str]) -> str:
     """Claude Code's folder name for a working directory (of its physical path)."""
     return claude_cli.encode_project_dir(str(workdir))
@@ -44,6 +70,10 @@ def locate_transcript(project: Path, path: str | os.PathLike[str] | None) -> Pat
         if not found:
             raise InputError(f"no transcript (*.jsonl) in project_dir {project}")
         return found[0]
+    try:
+        check_path_text(os.fspath(path))
+    except ValueError as exc:
+        raise UsageError(f"transcript {shown(path)} {exc}") from None
     given = Path(path)
     if not given.is_absolute():
         given = Path.cwd() / given

@@ -45,6 +45,7 @@ class PlanReport(BaseModel):
     startup_frozen: bool
     startup_sha256: str | None
     unreadable_lines: list[int]
+    impossible_lines: list[int]
     torn_final_line: bool
     abandoned_branch_records: int
     branch_file_order_fallback: bool
@@ -147,6 +148,8 @@ def build_plan(config: Config, path: Path, *, parallel: bool | None = None,
         count = len(stats.unreadable_lines)
         reasons.append(f"{count} unreadable line{'s' if count > 1 else ''} "
                        f"(first at line {stats.unreadable_lines[0]}) may hold a user's words")
+    if classifier.impossible_lines and config.block_on_unreadable_lines:
+        reasons.append(_impossible_reason(classifier.impossible_lines))
     if branch.cycle_at_line is not None:
         reasons.append(f"the parentUuid chain loops at line {branch.cycle_at_line}")
     if not turns:
@@ -184,6 +187,7 @@ def build_plan(config: Config, path: Path, *, parallel: bool | None = None,
         startup_frozen=snapshot is not None,
         startup_sha256=snapshot.sha256 if snapshot else None,
         unreadable_lines=stats.unreadable_lines,
+        impossible_lines=classifier.impossible_lines,
         torn_final_line=stats.torn_final_line,
         abandoned_branch_records=branch.abandoned_records,
         branch_file_order_fallback=branch.file_order_fallback,
@@ -196,6 +200,13 @@ def build_plan(config: Config, path: Path, *, parallel: bool | None = None,
     )
     return Plan(report, path, snapshot, budget.selected, classifier.model, classifier.cwd,
                 list(config.speech_tool_pattern))
+
+
+def _impossible_reason(lines: list[int], shown: int = 10) -> str:
+    listed = ", ".join(map(str, lines[:shown])) + (", ..." if len(lines) > shown else "")
+    count = len(lines)
+    return (f"{count} user/assistant record{'s' if count > 1 else ''} of a shape Claude Code "
+            f"does not write (line{'s' if count > 1 else ''} {listed}) may hold a user's words")
 
 
 def _session_id(path: Path, seen: set[str]) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import tempfile
 from pathlib import Path
 
@@ -15,14 +16,17 @@ from tests.builder import TranscriptBuilder
 
 NOISE = "RUNTIME-NOISE"
 
-words = st.text(
-    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="<"),
-    min_size=1, max_size=40,
-).filter(lambda text: bool(text.strip()) and NOISE not in text
-         and not text.lstrip().startswith("[Request interrupted"))
+_PAIR = re.compile("[\ud800-\udbff][\udc00-\udfff]")
+_text = st.text(alphabet=st.characters(blacklist_characters="<"), min_size=1, max_size=40)
+# Lone surrogates included, often: Node writes them (a string cut inside an emoji), never a pair.
+_cut = st.builds(lambda head, lone, tail: head + lone + tail, _text,
+                 st.sampled_from(["\ud83d", "\ude00", "\udcff"]), _text)
+words = st.one_of(_text, _cut).filter(
+    lambda text: bool(text.strip()) and NOISE not in text
+    and not text.lstrip().startswith("[Request interrupted") and not _PAIR.search(text))
 
 ACTIONS = ("user", "say", "tool", "parallel", "thinking", "attachment", "system", "bookkeeping",
-           "meta", "injected", "speech_tool", "channel", "image", "api_error")
+           "meta", "injected", "typed_tag", "speech_tool", "channel", "image", "api_error")
 steps = st.lists(st.tuples(st.sampled_from(ACTIONS), words), min_size=1, max_size=30)
 
 
@@ -51,6 +55,8 @@ def _build(plan_steps: list[tuple[str, str]]) -> TranscriptBuilder:
             b.user(f"<system-reminder>{NOISE}</system-reminder>\n{text}", expect=False)
             # The white space that followed a removed block goes with it (see injected.py).
             b.expected.append(("user", text.lstrip()))
+        elif action == "typed_tag":  # the user's own words, tags and all (spec §4)
+            b.user(f"{text} <system-reminder>{text}</system-reminder> {text}")
         elif action == "speech_tool":
             b.speech_tool(text)
         elif action == "channel":

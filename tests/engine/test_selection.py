@@ -48,8 +48,8 @@ def test_injected_blocks_are_stripped_and_the_rest_kept_verbatim(
            "<command-args></command-args>", expect=False)
     b.user("<local-command-stdout>Compacted</local-command-stdout>", expect=False)
     b.user("[Request interrupted by user for tool use]", expect=False)
-    b.user("before <task-notification>agent report</task-notification> after", expect=False)
-    b.expected.append(("user", "before after"))
+    # The same tags inside a line are the user's own words (spec §4): carried verbatim.
+    b.user("before <task-notification>agent report</task-notification> after")
     b.say("done")
     plan = plan_of(b, make_config())
     assert carried(plan) == b.expected

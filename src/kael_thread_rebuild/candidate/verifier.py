@@ -11,10 +11,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-import orjson
 from pydantic import BaseModel, ValidationError
 
 from ..conversation.records import MARKER, unwrap_snapshot
+from ..transcript.reader import loads_line, text_bytes
 from .manifest import (
     ItemKind,
     ManifestFormatError,
@@ -39,7 +39,7 @@ class Verification(BaseModel):
 
 
 def _sha(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
+    return hashlib.sha256(text_bytes(text)).hexdigest()
 
 
 def _carried_text(record: dict[str, Any]) -> str | None:
@@ -59,8 +59,8 @@ def _candidate_records(handle: BinaryIO, errors: list[str]) -> Iterator[dict[str
         if not line.endswith(b"\n"):
             errors.append("the candidate does not end with a newline")
         try:
-            record = orjson.loads(line)
-        except orjson.JSONDecodeError:
+            record = loads_line(line)
+        except ValueError:
             errors.append(f"line {number} is not JSON")
             continue
         if not isinstance(record, dict):

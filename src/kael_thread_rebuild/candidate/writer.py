@@ -17,8 +17,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from .. import __version__
 from ..config import Config
 from ..conversation.records import MARKER, Origin, Role, wrap_snapshot
@@ -26,6 +24,7 @@ from ..conversation.turns import Item
 from ..fsutil import AtomicFile
 from ..paths import MANIFEST_SUFFIX
 from ..plan import Plan
+from ..transcript.reader import dumps_line, text_bytes
 from .manifest import (
     ItemKind,
     ManifestCounts,
@@ -71,7 +70,7 @@ def _stamp(timestamp: str | None) -> str | None:
 
 
 def _sha(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
+    return hashlib.sha256(text_bytes(text)).hexdigest()
 
 
 def record_count(plan: Plan) -> int:
@@ -232,7 +231,7 @@ def write_candidate(plan: Plan, output_dir: Path, config: Config, *,
         try:
             items = ManifestWriter(manifest, header)
             for record, item in iter_records(plan, config, new_id, now):
-                line = orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
+                line = dumps_line(record) + b"\n"
                 candidate.write(line)
                 digest.update(line)
                 items.add(item)

@@ -15,9 +15,13 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, NamedTuple
 
-import orjson
-
-from .injected import is_channel_message, is_interrupted_marker, strip_injected
+from ..transcript.reader import dumps_line, text_bytes
+from .injected import (
+    is_channel_message,
+    is_interrupted_marker,
+    strip_injected,
+    strip_injected_content,
+)
 from .table import BOUNDARY, KINDS, SIDECHAIN, TOOL_RESULT, Kind, RecordTable
 from .tokens import count_cjk
 
@@ -85,7 +89,7 @@ class SpeechFact(NamedTuple):
 
     @classmethod
     def of(cls, speech: Speech) -> SpeechFact:
-        data = speech.text.encode()
+        data = text_bytes(speech.text)
         return cls(speech.role, speech.origin, hashlib.sha256(data).hexdigest(), len(data),
                    len(speech.text), count_cjk(speech.text))
 
@@ -134,10 +138,10 @@ class SpeechToolMatcher:
 def _size(value: Any) -> int:
     """UTF-8 bytes of a text, or of a structure's JSON form."""
     if isinstance(value, str):
-        return len(value) if value.isascii() else len(value.encode())  # isascii() is O(1)
+        return len(value) if value.isascii() else len(text_bytes(value))  # isascii() is O(1)
     if value is None:
         return 0
-    return len(orjson.dumps(value))
+    return len(dumps_line(value))
 
 
 def _text_of(content: Any) -> str:
@@ -158,6 +162,35 @@ def _add(tally: MutableMapping[str, int], category: Dirt, size: int) -> None:
         tally[category] = tally.get(category, 0) + size
 
 
+_SPEECH_TYPES = frozenset({"user", "assistant"})
+
+
+def impossible_shape(record: dict[str, Any]) -> str | None:
+    """What makes a user or assistant record something Claude Code cannot have written (its
+    words could be lost without a trace), or None when its shape is possible."""
+    if record.get("type") not in _SPEECH_TYPES:
+        return None
+    if not isinstance(record.get("uuid"), str):
+        return "no uuid"
+    parent = record.get("parentUuid")
+    if parent is not None and not isinstance(parent, str):
+        return "parentUuid is not a string"
+    message = record.get("message")
+    if not isinstance(message, dict):
+        return "message is not an object"
+    content = message.get("content")
+    if isinstance(content, str):
+        return None
+    if not isinstance(content, list):
+        return "content is neither a string nor a list of blocks"
+    for block in content:
+        if not isinstance(block, dict):
+            return "a content block is not an object"
+        if block.get("type") == "text" and not isinstance(block.get("text"), str):
+            return "a text block has no text"
+    return None
+
+
 class Classifier:
     """Reads raw records into a RecordTable plus the speech and snapshot text they hold, and
     adds their runtime bytes to a tally."""
@@ -174,10 +207,14 @@ class Classifier:
         self.version: str | None = None
         self.cwd: str | None = None
         self.session_ids: set[str] = set()
+        # Lines of user/assistant records whose shape Claude Code cannot have written.
+        self.impossible_lines: list[int] = []
 
     def classify(self, line: int, record: dict[str, Any], size: int, offset: int,
                  tally: MutableMapping[str, int]) -> None:
         uuid = record.get("uuid")
+        if record.get("type") in _SPEECH_TYPES and impossible_shape(record) is not None:
+            self.impossible_lines.append(line)
         examined = self._examine(record, size, tally)
         if examined is None or not isinstance(uuid, str):
             return
@@ -256,6 +293,7 @@ class Classifier:
         self.version = later.version or self.version
         self.cwd = later.cwd or self.cwd
         self.session_ids |= later.session_ids
+        self.impossible_lines.extend(line + line_offset for line in later.impossible_lines)
 
     def _remember_envelope(self, record: dict[str, Any]) -> None:
         version = record.get("version")
@@ -288,7 +326,7 @@ class Classifier:
         if record.get("isCompactSummary") is True:
             facts.speech = (Speech(Role.user, text, Origin.compact_summary),)
             return
-        stripped = strip_injected(text)
+        stripped = strip_injected_content(content)
         _add(tally, Dirt.injected_block, stripped.removed_bytes)
         if stripped.blocks and text.lstrip().startswith("<system-reminder"):
             facts.snapshot_text = "\n".join(

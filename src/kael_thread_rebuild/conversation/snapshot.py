@@ -13,6 +13,7 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..transcript.reader import text_bytes
 from .records import Classifier
 from .table import Kind
 
@@ -26,7 +27,7 @@ class Snapshot:
 
     @property
     def sha256(self) -> str:
-        return hashlib.sha256(self.text.encode()).hexdigest()
+        return hashlib.sha256(text_bytes(self.text)).hexdigest()
 
 
 def find_snapshot(rows: Sequence[int], read: Classifier) -> Snapshot | None:

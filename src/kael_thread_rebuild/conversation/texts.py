@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from ..errors import InputError
-from ..transcript.reader import read_line
+from ..transcript.reader import read_line, text_bytes
 from .records import Classifier, SpeechToolMatcher
 from .turns import Item
 
@@ -33,7 +33,7 @@ def iter_texts(path: Path, items: Iterable[Item],
                     del record
                     offset = item.offset
                 text = said[item.slot] if item.slot < len(said) else ""
-                if hashlib.sha256(text.encode()).hexdigest() != item.sha256:
+                if hashlib.sha256(text_bytes(text)).hexdigest() != item.sha256:
                     raise InputError(f"{path} changed at line {item.source_line} after it was "
                                      "planned; plan again")
                 yield text

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ..config import Config
 from ..errors import Refused, UsageError
-from ..paths import resolve_transcript
+from ..paths import check_path_text, resolve_transcript, shown
 from ..plan import build_plan
 from .output import emit
 
@@ -30,7 +30,11 @@ def _dirty(config: Config, args: argparse.Namespace) -> int:
 
 
 def _candidate(config: Config, args: argparse.Namespace) -> int:
-    output_dir: Path = args.output_dir.expanduser().absolute()
+    try:
+        check_path_text(str(args.output_dir))
+        output_dir: Path = args.output_dir.expanduser().absolute()
+    except (ValueError, RuntimeError) as exc:  # RuntimeError: `~user` of no one
+        raise UsageError(f"--output-dir {shown(args.output_dir)} {exc}") from None
     if not output_dir.is_dir():
         raise UsageError(f"--output-dir {output_dir} does not exist or is not a directory")
     from ..candidate.writer import write_candidate  # only this command writes

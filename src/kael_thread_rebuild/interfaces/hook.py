@@ -4,20 +4,24 @@ Claude Code runs the hook after every reply, reads its stdout, and treats exit c
 not stop" (it would feed our words to the model and keep the turn going). So the hook prints
 nothing on stdout and always exits 0; what went wrong goes to `<state_dir>/hook.log` or stderr.
 Almost always no operation waits for a Stop: that answer comes from the standard library alone,
-before the engine (pydantic, the bases) is imported.
+before the engine (pydantic, the bases) is imported, and before stdin is read at all. When an
+operation waits, stdin is read until EOF or a whole JSON object, within a size and a time bound.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
+import select
 import sys
+import time
 import tomllib
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..defaults import CONFIG_ENV, DEFAULT_STATE_DIR
+from ..defaults import CONFIG_ENV, DEFAULT_STATE_DIR, STOP_INPUT_MAX_BYTES, STOP_INPUT_SECONDS
 from ..operations.statuses import something_waits_for_stop
 
 
@@ -35,16 +39,48 @@ def _nothing_waits(config_path: str | None) -> bool:
     try:
         data = tomllib.loads(Path(config_path).read_text(encoding="utf-8"))
         state_dir = Path(str(data.get("state_dir", DEFAULT_STATE_DIR))).expanduser()
-    except (OSError, ValueError):
+        return not something_waits_for_stop(state_dir / "operations")
+    except (OSError, ValueError, RuntimeError):  # RuntimeError: `~user` of no one
         return False
-    return not something_waits_for_stop(state_dir / "operations")
+
+
+def _whole_object(data: bytes | bytearray) -> bool:
+    if not data.rstrip().endswith(b"}"):
+        return False
+    try:
+        json.loads(data)
+    except ValueError:
+        return False
+    return True
+
+
+def read_stop_input(limit: int = STOP_INPUT_MAX_BYTES,
+                    seconds: float = STOP_INPUT_SECONDS) -> bytes:
+    """The hook's JSON from stdin: read until EOF or a whole JSON object, but no more than
+    LIMIT + 1 bytes (more means too long) and for no longer than SECONDS."""
+    if sys.stdin is None or sys.stdin.isatty():
+        return b""
+    fd = sys.stdin.fileno()
+    deadline = time.monotonic() + seconds
+    data = bytearray()
+    while len(data) <= limit:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+            break
+        chunk = os.read(fd, min(1 << 16, limit + 1 - len(data)))
+        if not chunk:
+            break
+        data += chunk
+        if _whole_object(data):
+            break
+    return bytes(data)
 
 
 def run(argv: Sequence[str]) -> int:
-    raw = b"" if sys.stdin is None or sys.stdin.isatty() else sys.stdin.buffer.read()
     config_path = _config_path(argv)
     if _nothing_waits(config_path):
-        return 0
+        return 0  # stdin is not even read: nothing can hold this Stop
+    raw = read_stop_input()
     with contextlib.redirect_stdout(sys.stderr):
         from ..config import load_config
         from ..errors import KaelError
@@ -53,7 +89,8 @@ def run(argv: Sequence[str]) -> int:
         try:
             config = load_config(config_path)
         except KaelError as exc:
-            print(f"kael-thread-rebuild hook-stop: {exc}", file=sys.stderr)
+            for line in str(exc).splitlines():
+                print(f"kael-thread-rebuild hook-stop: {line}", file=sys.stderr)
             return 0
         record_stop_input(config, raw)
     return 0

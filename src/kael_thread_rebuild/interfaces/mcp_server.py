@@ -27,7 +27,7 @@ from ..doctor import MCP_COMMAND, SERVER_NAME, DoctorReport, run_doctor
 from ..errors import ConfigError, KaelError
 from ..operations import service
 from ..operations.model import Operation, OperationStatus, utcnow
-from ..paths import resolve_transcript
+from ..paths import resolve_transcript, shown
 from ..plan import PlanReport, build_plan
 
 PROG = MCP_COMMAND
@@ -85,11 +85,15 @@ T = TypeVar("T")
 
 
 def _call(action: Callable[[], T]) -> T:
-    """Engine refusals become tool errors carrying the engine's one-line reason."""
+    """Engine refusals become tool errors carrying the engine's one-line reason; so does a
+    file system error (the tool must always say why)."""
     try:
         return action()
     except KaelError as exc:
         raise ToolError(str(exc)) from None
+    except OSError as exc:
+        where = f" ({shown(exc.filename)})" if exc.filename else ""
+        raise ToolError(f"{exc.strerror or exc}{where}") from None
 
 
 def build_server(config: Config) -> MCPServer[Any]:

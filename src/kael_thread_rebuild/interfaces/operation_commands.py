@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ..config import Config
+from ..defaults import MAX_REASON_CHARS
 from .output import emit
 
 if TYPE_CHECKING:
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
 
 HOOK_LOG = "hook.log"
 DEFAULT_WAIT_SECONDS = 600.0
+MAX_WAIT_SECONDS = 7 * 86400.0
 
 _AFTER_STOP = "runs after the current reply of the Claude Code session ends (its Stop hook)"
 
@@ -159,9 +161,12 @@ def failed(op: Operation) -> bool:
 
 
 def _wait(config: Config, args: argparse.Namespace) -> int:
+    from ..errors import UsageError
     from ..operations import service
     from ..operations.model import IN_FLIGHT
 
+    if not 0 <= args.timeout <= MAX_WAIT_SECONDS:  # also refuses nan
+        raise UsageError(f"--timeout must be from 0 to {MAX_WAIT_SECONDS:g} seconds")
     op = service.wait(config, args.operation, args.timeout)
     if op is None:
         if args.json:
@@ -181,7 +186,9 @@ def _wait(config: Config, args: argparse.Namespace) -> int:
 
 def _hook_stop(config: Config, args: argparse.Namespace) -> int:
     """Reached only through the parser; `cli.main` sends hook-stop to `hook.run` first."""
-    raw = b"" if sys.stdin is None or sys.stdin.isatty() else sys.stdin.buffer.read()
+    from .hook import read_stop_input
+
+    raw = read_stop_input()
     with contextlib.redirect_stdout(sys.stderr):
         record_stop_input(config, raw)
     return 0
@@ -260,7 +267,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser],
                   "Claude Code session ends: its Stop hook schedules the operation and the "
                   "daemon (`serve`) builds, verifies and switches. A request while one waits "
                   "joins it; while one runs it is refused.")
-    request.add_argument("--reason", required=True, help="why the rebuild is wanted")
+    request.add_argument("--reason", required=True,
+                         help=f"why the rebuild is wanted (at most {MAX_REASON_CHARS} "
+                              "characters)")
     request.add_argument("--confirm", required=True, metavar="WORD", help="exactly REBUILD")
     request.set_defaults(handler=_request)
 

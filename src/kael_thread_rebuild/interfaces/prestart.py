@@ -50,8 +50,8 @@ def prestart(words: Sequence[str]) -> SecondHalf | None:
         if not project.is_absolute() or not isinstance(patterns, list):
             return None
         path = locate_transcript(project, known.transcript)
-    except (OSError, ValueError, KeyError, KaelError):
-        return None  # the engine reports it properly
+    except (OSError, ValueError, KeyError, RuntimeError, KaelError):
+        return None  # the engine reports it properly (RuntimeError: `~user` of no one)
     try:
         size = path.stat().st_size
     except OSError:

@@ -8,10 +8,21 @@ from __future__ import annotations
 import time
 
 from ..config import Config
+from ..defaults import MAX_REASON_CHARS
 from ..errors import Refused, UsageError
+from ..paths import shown
 from ..switching.base import SwitchBase
 from .files import confined
-from .model import IN_FLIGHT, WAITING, Operation, OperationStatus, new_operation_id, utcnow
+from .model import (
+    IN_FLIGHT,
+    WAITING,
+    Operation,
+    OperationNotFound,
+    OperationStatus,
+    check_operation_id,
+    new_operation_id,
+    utcnow,
+)
 from .stop_input import StopHookInput, check_stop
 from .store import OperationStore, StrayFile
 
@@ -26,6 +37,37 @@ def open_store(config: Config) -> OperationStore:
     return OperationStore(config.state_dir)
 
 
+def _reading_store(config: Config, operation_id: str | None = None) -> OperationStore | None:
+    """The store to read OPERATION_ID (or any operation) from, None when there is none yet:
+    reading creates nothing. A malformed id, or any id before there is a store, is refused."""
+    if operation_id is not None:
+        _checked_id(operation_id)
+    if not (config.state_dir / "operations").is_dir():
+        if operation_id is not None:
+            raise OperationNotFound(f"no operation {operation_id!r}")
+        return None
+    return open_store(config)
+
+
+def _checked_id(operation_id: str) -> str:
+    """OPERATION_ID when it has the shape of one; refused naming it shortened otherwise."""
+    try:
+        return check_operation_id(operation_id)
+    except OperationNotFound:
+        raise OperationNotFound(f"no operation '{shown(operation_id)}': not an operation "
+                                "id") from None
+
+
+def check_reason(reason: str) -> str:
+    """The reason as recorded (stripped); refused when empty or over MAX_REASON_CHARS."""
+    if len(reason) > MAX_REASON_CHARS:
+        raise UsageError(f"the reason has {len(reason)} characters; at most "
+                         f"{MAX_REASON_CHARS} are allowed")
+    if not reason.strip():
+        raise UsageError("a rebuild request needs a reason")
+    return reason.strip()
+
+
 def _require_word(confirmation: str, word: str, action: str) -> None:
     if confirmation != word:
         raise Refused(f"to {action}, the confirmation must be exactly {word}")
@@ -35,8 +77,7 @@ def request(config: Config, reason: str, confirmation: str,
             requested_by: str = "cli") -> Operation:
     """Record a pending rebuild; it runs after the next Stop. Joins one already waiting."""
     _require_word(confirmation, REBUILD_WORD, "request a rebuild")
-    if not reason.strip():
-        raise UsageError("a rebuild request needs a reason")
+    reason = check_reason(reason)
     store = open_store(config)
     with store.locked():
         active = store.active()
@@ -49,12 +90,13 @@ def request(config: Config, reason: str, confirmation: str,
                           "wait for it to finish")
         now = utcnow()
         return store.create(Operation(operation_id=new_operation_id(now), created_at=now,
-                                      updated_at=now, reason=reason.strip(),
+                                      updated_at=now, reason=reason,
                                       requested_by=requested_by))
 
 
 def cancel(config: Config, operation_id: str, confirmation: str) -> Operation:
     _require_word(confirmation, CANCEL_WORD, "cancel an operation")
+    operation_id = _checked_id(operation_id)
     store = open_store(config)
     with store.locked():
         op = store.load(operation_id)
@@ -67,6 +109,7 @@ def cancel(config: Config, operation_id: str, confirmation: str) -> Operation:
 def rollback_request(config: Config, operation_id: str, confirmation: str) -> Operation:
     """Mark an activated rebuild for rollback; the switch back happens after the next Stop."""
     _require_word(confirmation, ROLLBACK_WORD, "roll back an operation")
+    operation_id = _checked_id(operation_id)
     store = open_store(config)
     with store.locked():
         op = store.load(operation_id)
@@ -90,19 +133,23 @@ def rollback_request(config: Config, operation_id: str, confirmation: str) -> Op
 
 def status(config: Config, operation_id: str | None = None) -> Operation | None:
     """One operation; without an id, the one in flight, else the latest (None when none)."""
-    store = open_store(config)
+    store = _reading_store(config, operation_id)
+    if store is None:
+        return None
     if operation_id is not None:
         return store.load(operation_id)
     return store.active() or store.latest()
 
 
 def history(config: Config) -> list[Operation]:
-    return open_store(config).list_operations()
+    store = _reading_store(config)
+    return [] if store is None else store.list_operations()
 
 
 def stray_files(config: Config) -> list[StrayFile]:
     """Files in the operations dir that are not records (skipped by every command)."""
-    return open_store(config).scan().strays
+    store = _reading_store(config)
+    return [] if store is None else store.scan().strays
 
 
 def record_stop(config: Config, hook_input: StopHookInput,
@@ -144,7 +191,9 @@ def wait(config: Config, operation_id: str | None, timeout: float) -> Operation 
     Without an id (runner loops), wait until no operation is scheduled or being worked on, and
     return the one that was (None when there was none).
     """
-    store = open_store(config)
+    store = _reading_store(config, operation_id)
+    if store is None:
+        return None
     deadline = time.monotonic() + timeout
     seen: Operation | None = None
     while True:

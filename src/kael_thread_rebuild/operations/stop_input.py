@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import orjson
 from pydantic import BaseModel, ConfigDict
 
 from ..config import Config
+from ..defaults import STOP_INPUT_MAX_BYTES
 from ..errors import KaelError
 from ..paths import resolve_transcript
 from ..switching.base import SwitchBase
+from ..transcript.reader import loads_line
 from .model import HookFacts, is_session_id, utcnow
 
 
@@ -28,10 +29,12 @@ class StopHookInput(BaseModel):
     problem: str = ""  # why the raw input was unusable, when it was
 
     @classmethod
-    def parse(cls, raw: bytes | str) -> StopHookInput:
+    def parse(cls, raw: bytes) -> StopHookInput:
+        if len(raw) > STOP_INPUT_MAX_BYTES:
+            return cls(problem=f"the Stop hook input is over {STOP_INPUT_MAX_BYTES} bytes")
         try:
-            data = orjson.loads(raw)
-        except orjson.JSONDecodeError:
+            data = loads_line(raw)
+        except ValueError:
             return cls(problem="the Stop hook input is not JSON")
         if not isinstance(data, dict):
             return cls(problem="the Stop hook input is not a JSON object")

@@ -7,7 +7,10 @@ Reading works on byte ranges so that a large file can be read by two processes a
 from __future__ import annotations
 
 import hashlib
+import json
+import math
 import os
+import re
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -17,6 +20,56 @@ import orjson
 
 READ_BUFFER = 1 << 20
 HASH_CHUNK = 4 << 20
+# A `\uD800`-`\uDFFF` escape: Node's JSON.stringify writes one for a lone surrogate (a string cut
+# inside a surrogate pair); orjson refuses those, the standard library reads them.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def _finite(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):
+        raise ValueError(f"number {text} is out of range")
+    return number
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def loads_line(raw: bytes) -> Any:
+    """One JSON value, read the way Node writes it: orjson, and for the rare line that holds
+    a lone surrogate escape (which orjson refuses), the standard library with the same limits
+    (strict UTF-8, no NaN or Infinity). Raises ValueError when the line is not JSON."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return _loads_with_surrogates(raw)
+
+
+def _loads_with_surrogates(raw: bytes) -> Any:
+    """The fallback of `loads_line`, for a line orjson refused."""
+    if not _SURROGATE_ESCAPE.search(raw):
+        raise ValueError("not JSON")
+    return json.loads(raw.decode("utf-8"), parse_float=_finite, parse_constant=_refuse_constant)
+
+
+def text_bytes(text: str) -> bytes:
+    """The bytes a text is digested and measured by: UTF-8, with a lone surrogate kept as its
+    own three bytes (so a text that came with one is digested exactly, never refused)."""
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass")
+
+
+def dumps_line(value: Any) -> bytes:
+    """VALUE as one compact JSON line body; a lone surrogate is written back as the escape
+    Node writes (`\\udcff`), everything else as orjson writes it."""
+    try:
+        return orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        return text.encode("utf-8", "backslashreplace")
 
 
 @dataclass(slots=True)
@@ -97,9 +150,12 @@ def read_records(handle: BinaryIO, start: int, length: int,
             try:
                 record = loads(raw)
             except decode_error:
-                if not raw.isspace():
-                    stats.unreadable_lines.append(line_no)
-                continue
+                try:
+                    record = _loads_with_surrogates(raw)
+                except ValueError:
+                    if not raw.isspace():
+                        stats.unreadable_lines.append(line_no)
+                    continue
             if type(record) is not dict:
                 stats.unreadable_lines.append(line_no)
                 continue
@@ -111,5 +167,5 @@ def read_records(handle: BinaryIO, start: int, length: int,
 
 def read_line(fd: int, offset: int, length: int) -> dict[str, Any]:
     """The record of one line, read again by its offset (the line is known to be an object)."""
-    record: dict[str, Any] = orjson.loads(os.pread(fd, length, offset))
+    record: dict[str, Any] = loads_line(os.pread(fd, length, offset))
     return record
