@@ -10,6 +10,7 @@ from pathlib import Path
 import orjson
 
 from kael_thread_rebuild.operations.model import Operation, OperationStatus
+from kael_thread_rebuild.switching import registry
 from tests.support.fidelity import conversation_texts, non_text_block_types
 
 from . import live, procs
@@ -51,8 +52,13 @@ def rebuild_through_mcp(drill: live.Stage, pane_id: str, old_pid: int, old: str)
     new_pid = drill.pane()[1]
     assert new_pid != old_pid
     assert op.identity_before is not None and op.identity_after is not None
-    assert op.identity_before.token == {"pane_id": pane_id, "pane_pid": str(old_pid)}
-    assert op.identity_after.token == {"pane_id": pane_id, "pane_pid": str(new_pid)}
+    # The identity names the Claude Code process itself (the pane runs it directly here).
+    assert op.identity_before.token == {"pane_id": pane_id, "pane_pid": str(old_pid),
+                                        "claude_pid": str(old_pid),
+                                        "claude_start": registry.proc_start(old_pid) or "?"}
+    assert op.identity_after.token == {"pane_id": pane_id, "pane_pid": str(new_pid),
+                                       "claude_pid": str(new_pid),
+                                       "claude_start": registry.proc_start(new_pid) or "?"}
     assert op.resume_argv is not None and op.resume_argv[-2:] == ["--resume", new]
 
     drill.wait_ready(new)
