@@ -259,6 +259,7 @@ def test_a_start_that_fails_restarts_the_unit_on_the_old_pointer(stage: Stage) -
     base, store = stage.base(), OperationStore(stage.config.state_dir)
     before = base.identity()
     assert before.token["claude_pid"] and before.running_session_id == SESSION
+    assert base.start_problem(SESSION) == ""  # the unit runs from its ExecStart program
 
     def program_missing_at_the_start(step: str) -> None:
         if step == "switch":
@@ -357,6 +358,9 @@ def test_an_appliance_without_permission_gets_access_denied(stage: Stage) -> Non
 
 
 def test_unknown_unit_and_failed_job_are_clear(stage: Stage) -> None:
+    assert stage.base().start_problem(SESSION) == (
+        f"unit {stage.unit} is not running, so its ExecStart program "
+        "/usr/local/bin/claude-start is not known to start")
     missing = stage.config.model_copy(update={"systemd_unit": f"absent-{MARK}.service"})
     base = SystemdBase(missing)
     with pytest.raises(UnitNotFound, match=r"cannot use unit absent-DO-NOT-CREATE\.service: "
