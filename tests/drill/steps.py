@@ -55,7 +55,8 @@ def rebuild_through_mcp(drill: live.Stage, pane_id: str, old_pid: int, old: str)
     # The identity names the Claude Code process itself (the pane runs it directly here).
     assert op.identity_before.token == {"pane_id": pane_id, "pane_pid": str(old_pid),
                                         "claude_pid": str(old_pid),
-                                        "claude_start": registry.proc_start(old_pid) or "?"}
+                                        "claude_start": op.identity_before.token["claude_start"]}
+    assert op.identity_before.token["claude_start"].isdigit()
     assert op.identity_after.token == {"pane_id": pane_id, "pane_pid": str(new_pid),
                                        "claude_pid": str(new_pid),
                                        "claude_start": registry.proc_start(new_pid) or "?"}
