@@ -8,15 +8,15 @@ a tmux server.
 What the respawned process inherits (tmux 3.x): the server's global environment, overlaid by the
 target session's environment (`new-session -e`, `set-environment -t`, `update-environment`),
 plus `TMUX` and `TMUX_PANE`, except `PATH`: tmux replaces it with the PATH of the tmux client that
-asks for the respawn when that client is attached to no session (measured on 3.3a; a client in
-the appliance container would hand on the container's PATH). The respawn is therefore asked for
-by a client whose PATH is the one the session hands to any new pane (`pane_path`), and the start
-check (`start_problem`) looks the program up with that PATH, on the tmux server's host, through
-`if-shell` (which runs in the session environment, never the client's). The respawned process
-does *not* inherit variables exported inside the old pane's shell, nor ones given only to
-`split-window -e`/`new-window -e`/`respawn-pane -e`. The environment Claude Code needs
-(`CLAUDE_CONFIG_DIR`, API settings, ...) must therefore live in the global or session
-environment, or be spelled out in `resume_command` (e.g. `env NAME=VALUE`).
+asks for the respawn when that client is attached to no session, even over `respawn-pane -e
+PATH=…` (measured on 3.3a; a client in the appliance container would hand on the container's
+PATH). The respawn is therefore asked for by a client whose PATH is the one the session hands to
+any new pane (`pane_path`), and the start check (`start_problem`) looks the program up with that
+PATH, on the tmux server's host, through `if-shell` (which runs in the session environment, never
+the client's). The respawned process does *not* inherit variables exported inside the old pane's
+shell, nor ones given only to an earlier `split-window -e`/`new-window -e`/`respawn-pane -e`. The
+environment Claude Code needs (`CLAUDE_CONFIG_DIR`, API settings, ...) must therefore live in the
+global or session environment, or be spelled out in `resume_command` (e.g. `env NAME=VALUE`).
 
 While a switch is under way the pane has `remain-on-exit on` (pane option): a new command that
 exits at once leaves a dead pane, not a closed one (and not a tmux server gone with its last
