@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kael_thread_rebuild.operations.model import OperationStatus
-from tests.drill import live, procs
+from tests.drill import steps
 from tests.support.claude_env import claude_available, tmux_available
 
 from . import engine
@@ -34,21 +33,4 @@ def test_the_daemon_container_refuses_a_program_the_pane_would_not_find(
         pytest.skip("a `claude` on this machine's PATH would be found by the pane")
     with container_stage(tmp_path, appliance,
                          resume_command=["claude", "--resume", "{session_id}"]) as drill:
-        drill.household_pane()  # the pane is its server's last: it must not close
-        asked = drill.cli("request", "--reason", "drill: bare program", "--confirm", "REBUILD")
-        assert asked.returncode == 0, asked.stderr
-        drill.turn(live.P_THINK, live.A_THINK)
-        old = drill.registry_session()
-        pane = drill.pane()
-
-        op = procs.wait_for_status(drill.config, procs.SETTLED, timeout=90)
-
-        assert op.status is OperationStatus.failed, op.error
-        assert op.error == ("resume_command cannot be started: the program 'claude' of "
-                            "resume_command is not found on the tmux server's host on the PATH a "
-                            f"respawned pane gets ({login_path}, the tmux environment's)")
-        assert op.resume_argv is None and op.backup_path is None
-        assert drill.pane() == pane
-        assert sorted(p.stem for p in drill.env.project_dir.glob("*.jsonl")) == [old]
-        drill.turn(live.P_OLD, live.A_OLD)
-        assert drill.pane() == pane
+        steps.refused_bare_program(drill, login_path)

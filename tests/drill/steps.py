@@ -88,3 +88,29 @@ def rollback_on_request(drill: live.Stage, op: Operation, pane_id: str, old: str
     assert conversation_texts(body) == [*live.OLD_SPEECH, ("user", live.P_OLD)]
     assert {"tool_use", "tool_result", "thinking"} <= non_text_block_types(body)
     return op
+
+
+def refused_bare_program(drill: live.Stage, pane_path: str) -> Operation:
+    """A rebuild whose `resume_command` names a bare `claude` that the PATH tmux gives the pane
+    (PANE_PATH) does not find is refused at prepare: nothing written, the pane untouched, and the
+    old session goes on answering in the same process."""
+    drill.household_pane()  # the pane is its server's last: it must not close
+    asked = drill.cli("request", "--reason", "drill: bare program", "--confirm", "REBUILD")
+    assert asked.returncode == 0, asked.stderr
+    drill.turn(live.P_THINK, live.A_THINK)
+    old = drill.registry_session()
+    pane = drill.pane()
+
+    op = procs.wait_for_status(drill.config, procs.SETTLED, timeout=90)
+
+    assert op.status is S.failed, op.error
+    assert op.error == ("resume_command cannot be started: the program 'claude' of "
+                        "resume_command is not found on the tmux server's host on the PATH a "
+                        f"respawned pane gets ({pane_path}, the tmux environment's)")
+    assert op.resume_argv is None and op.backup_path is None
+    assert drill.pane() == pane
+    assert sorted(p.stem for p in drill.env.project_dir.glob("*.jsonl")) == [old]
+    assert not list(drill.env.project_dir.glob("*.manifest.json"))
+    drill.turn(live.P_OLD, live.A_OLD)
+    assert drill.pane() == pane
+    return op

@@ -122,24 +122,7 @@ def test_a_resume_program_only_the_daemons_path_finds_is_refused(
     monkeypatch.setenv("PATH", f"{find_claude_binary().parent}:{login_path}")
     with live.stage(tmp_path, resume_command=["claude", "--resume", "{session_id}"]) as drill:
         procs.tmux(drill.tui.socket, "set-environment", "-g", "PATH", login_path)
-        drill.household_pane()
-        asked = drill.cli("request", "--reason", "drill: bare program", "--confirm", "REBUILD")
-        assert asked.returncode == 0, asked.stderr
-        drill.turn(live.P_THINK, live.A_THINK)
-        old = drill.registry_session()
-        assert old is not None
-        pane = drill.pane()
-
-        op = procs.wait_for_status(drill.config, procs.SETTLED, timeout=60)
-
-        assert op.status is S.failed, op.error
-        assert op.error == ("resume_command cannot be started: the program 'claude' of "
-                            "resume_command is not found on the tmux server's host on the PATH a "
-                            f"respawned pane gets ({login_path}, the tmux environment's)")
-        assert op.resume_argv is None and op.backup_path is None
-        _nothing_switched(drill, pane, old)
-        drill.turn(live.P_OLD, live.A_OLD)  # the old session still answers, in the same process
-        assert drill.pane() == pane
+        steps.refused_bare_program(drill, login_path)
 
 
 def test_a_pane_where_the_user_quit_claude_for_another_program_is_left_alone(
