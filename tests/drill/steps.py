@@ -52,14 +52,15 @@ def rebuild_through_mcp(drill: live.Stage, pane_id: str, old_pid: int, old: str)
     new_pid = drill.pane()[1]
     assert new_pid != old_pid
     assert op.identity_before is not None and op.identity_after is not None
-    # The identity names the Claude Code process itself (the pane runs it directly here).
-    assert op.identity_before.token == {"pane_id": pane_id, "pane_pid": str(old_pid),
-                                        "claude_pid": str(old_pid),
-                                        "claude_start": op.identity_before.token["claude_start"]}
-    assert op.identity_before.token["claude_start"].isdigit()
-    assert op.identity_after.token == {"pane_id": pane_id, "pane_pid": str(new_pid),
-                                       "claude_pid": str(new_pid),
-                                       "claude_start": registry.proc_start(new_pid) or "?"}
+    # The identity names the Claude Code process itself (the pane runs it directly here); from
+    # the container also the program in the pane's foreground.
+    before, after = dict(op.identity_before.token), dict(op.identity_after.token)
+    assert before.pop("pane_command", "claude") == after.pop("pane_command", "claude") == "claude"
+    assert before == {"pane_id": pane_id, "pane_pid": str(old_pid), "claude_pid": str(old_pid),
+                      "claude_start": before["claude_start"]}
+    assert before["claude_start"].isdigit()
+    assert after == {"pane_id": pane_id, "pane_pid": str(new_pid), "claude_pid": str(new_pid),
+                     "claude_start": registry.proc_start(new_pid) or "?"}
     assert op.resume_argv is not None and op.resume_argv[-2:] == ["--resume", new]
 
     drill.wait_ready(new)

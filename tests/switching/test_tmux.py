@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -304,3 +305,34 @@ def test_a_pane_setting_of_its_own_comes_back_after_the_switch(
     assert tmux.display(target, "#{remain-on-exit}") == "on"
     base.switch_done()
     assert tmux.display(target, "#{remain-on-exit}") == "failed"
+
+
+def test_from_another_pid_namespace_the_panes_foreground_program_is_in_the_identity(
+        tmux: PrivateTmux, tmp_path: Path, workdir: Path) -> None:
+    # As the appliance container sees a household: Claude Code's registry entry names the pane,
+    # its pid is in another pid namespace, so /proc cannot tell a stale entry (a Claude Code
+    # killed with SIGKILL) from a live one.
+    target = tmux.new_session(["bash", "--norc", "--noprofile", "-i"], cwd=workdir)
+    config = tmux_config(tmux, target, tmp_path, claude_workdir=workdir)
+    assert config.claude_config_dir is not None
+    pane_id, window_id = tmux.display(target, "#{pane_id} #{window_id}").split()
+    session_id = str(uuid.uuid4())
+    entry = {"pid": 4321, "sessionId": session_id, "procStart": "77", "startedAt": 1,
+             "pidDomain": "linux:0123456789abcdef:pid:[4026531836]",
+             "tmux": f"{target.partition(':')[0]}:{window_id}.{pane_id}"}
+    sessions = config.claude_config_dir / "sessions"
+    sessions.mkdir(parents=True)
+    (sessions / "4321.json").write_text(json.dumps(entry))
+    base = TmuxBase(config)
+    before = base.identity()
+    assert before.running_session_id == session_id
+    assert before.token == {"pane_id": pane_id, "pane_pid": tmux.display(target, "#{pane_pid}"),
+                            "claude_pid": "4321", "claude_start": "77", "pane_command": "bash"}
+
+    tmux.run("send-keys", "-t", target, "sleep 1000", "Enter")
+    wait_until(lambda: tmux.display(target, "#{pane_current_command}") == "sleep",
+               what="another program in the pane")
+
+    after = base.identity()
+    assert after.running_session_id == session_id  # the stale entry still names the pane
+    assert after.token == {**before.token, "pane_command": "sleep"}

@@ -25,7 +25,8 @@ once a session runs healthily again (`switch_done`).
 
 The Claude Code process in the pane is part of the identity: Claude Code's registry entry for
 a process under the pane (same pid namespace: checked against `/proc`), or, from another pid
-namespace, the newest entry naming the pane. A pane where Claude Code was quit has none.
+namespace, the newest entry naming the pane together with the program tmux sees in the pane's
+foreground (`pane_current_command`). A pane where Claude Code was quit has no entry.
 """
 
 from __future__ import annotations
@@ -207,10 +208,16 @@ class TmuxBase:
 
     def identity(self) -> Identity:
         pane = self.pane()
-        entry = self._entry_in(pane)
+        entry, checked = self._entry(pane)
         token = {"pane_id": pane.pane_id, "pane_pid": str(pane.pane_pid)}
         if entry is not None:
             token.update(registry.process_token(entry))
+            if not checked:
+                # From another pid namespace a stale entry (a Claude Code killed with SIGKILL)
+                # cannot be told from a live one; what tmux sees in the foreground of the
+                # pane's terminal can.
+                token["pane_command"] = self._run("display-message", "-p", "-t", pane.pane_id,
+                                                  "#{pane_current_command}").strip()
         return Identity(base=self.name, token=token,
                         running_session_id=entry.session_id if entry else None)
 
@@ -306,12 +313,18 @@ class TmuxBase:
         return workdir
 
     def _entry_in(self, pane: Pane) -> registry.RegistryEntry | None:
-        """Claude Code's registry entry for the process the pane runs, when it has one."""
+        return self._entry(pane)[0]
+
+    def _entry(self, pane: Pane) -> tuple[registry.RegistryEntry | None, bool]:
+        """Claude Code's registry entry for the process the pane runs, when it has one, and
+        whether this process could check it against `/proc` (same pid namespace)."""
         if pane.pane_dead:
-            return None
+            return None, True
         config_dir = self._config.claude_config_dir or Path.home() / ".claude"
-        return (registry.entry_for_tree(config_dir, pane.pane_pid)
-                or registry.entry_for_pane(config_dir, pane.pane_id))
+        entry = registry.entry_for_tree(config_dir, pane.pane_pid)
+        if entry is not None:
+            return entry, True
+        return registry.entry_for_pane(config_dir, pane.pane_id), False
 
 
 def _which_tmux() -> str:
