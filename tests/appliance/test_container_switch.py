@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from kael_thread_rebuild.operations.model import OperationStatus
-from tests.drill import live, procs, steps
+from tests.drill import procs, steps
 from tests.support.claude_env import claude_available, tmux_available
 from tests.switching.sandbox import environ
 
@@ -43,10 +43,8 @@ def test_the_pane_switched_from_the_daemon_container_gets_the_tmux_path(
         tmp_path: Path, appliance: engine.Instance) -> None:
     login_path = os.environ["PATH"]  # the tmux server's: what any new pane of it gets
     with container_stage(tmp_path, appliance) as drill:
-        asked = drill.cli("request", "--reason", "drill: the pane's PATH", "--confirm", "REBUILD")
-        assert asked.returncode == 0, asked.stderr
-        drill.turn(live.P_THINK, live.A_THINK)
         old_pid = drill.pane()[1]
+        steps.request_after_a_turn(drill, "drill: the pane's PATH")
 
         op = procs.wait_for_status(drill.config, procs.SETTLED, timeout=90)
 

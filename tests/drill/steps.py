@@ -96,9 +96,7 @@ def refused_bare_program(drill: live.Stage, pane_path: str) -> Operation:
     (PANE_PATH) does not find is refused at prepare: nothing written, the pane untouched, and the
     old session goes on answering in the same process."""
     drill.household_pane()  # the pane is its server's last: it must not close
-    asked = drill.cli("request", "--reason", "drill: bare program", "--confirm", "REBUILD")
-    assert asked.returncode == 0, asked.stderr
-    drill.turn(live.P_THINK, live.A_THINK)
+    request_after_a_turn(drill, "drill: bare program")
     old = drill.registry_session()
     pane = drill.pane()
 
@@ -115,3 +113,13 @@ def refused_bare_program(drill: live.Stage, pane_path: str) -> Operation:
     drill.turn(live.P_OLD, live.A_OLD)
     assert drill.pane() == pane
     return op
+
+
+def request_after_a_turn(drill: live.Stage, reason: str) -> None:
+    """A turn, a rebuild request on the command line, and the turn whose Stop schedules it.
+    (Claude Code writes a new session's transcript file some time after its first turn, at
+    times only after that turn's Stop hook ran: the request waits for the second turn.)"""
+    drill.turn(live.P_THINK, live.A_THINK)
+    asked = drill.cli("request", "--reason", reason, "--confirm", "REBUILD")
+    assert asked.returncode == 0, asked.stderr
+    drill.turn(live.P_AFTER, live.A_AFTER)

@@ -130,9 +130,7 @@ def test_a_pane_where_the_user_quit_claude_for_another_program_is_left_alone(
     # Slow stability samples keep the operation in prepare while the user quits Claude Code.
     with live.stage(tmp_path, pane_shell=True, stability_interval_seconds=3.0) as drill:
         drill.household_pane()
-        asked = drill.cli("request", "--reason", "drill: user quits", "--confirm", "REBUILD")
-        assert asked.returncode == 0, asked.stderr
-        drill.turn(live.P_THINK, live.A_THINK)
+        steps.request_after_a_turn(drill, "drill: user quits")
         old = drill.registry_session()
         assert old is not None
         pane = drill.pane()
@@ -169,10 +167,7 @@ def test_a_resume_program_missing_at_the_start_brings_the_old_session_back_in_th
     with live.stage(tmp_path, daemon=False,
                     resume_command=[str(program), "--resume", "{session_id}"]) as drill:
         drill.household_pane()  # its last pane: closing it would end the tmux server
-        asked = drill.cli("request", "--reason", "drill: program missing", "--confirm",
-                          "REBUILD")
-        assert asked.returncode == 0, asked.stderr
-        drill.turn(live.P_THINK, live.A_THINK)
+        steps.request_after_a_turn(drill, "drill: program missing")
         old = drill.registry_session()
         op = procs.latest(drill.config)
         assert old is not None and op is not None and op.status is S.scheduled
@@ -199,6 +194,7 @@ def test_a_resume_program_missing_at_the_start_brings_the_old_session_back_in_th
         drill.turn(live.P_OLD, live.A_OLD)
         (body,) = drill.requests_with(live.P_OLD)
         assert conversation_texts(body) == [("user", live.P_THINK), ("assistant", live.A_THINK),
+                                            ("user", live.P_AFTER), ("assistant", live.A_AFTER),
                                             ("user", live.P_OLD)]
         assert procs.tmux(drill.tui.socket, "show-options", "-p", "-q", "-v", "-t",
                           drill.tui.target, "remain-on-exit") == ""
