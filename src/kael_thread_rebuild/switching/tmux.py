@@ -49,7 +49,7 @@ TMUX_TIMEOUT_SECONDS = 10.0
 DEFAULT_PANE_PATH = "/usr/bin:/bin"
 
 # The start check, run by `/bin/sh` on the tmux server's host (`if-shell`): $1 workdir, $2 PATH,
-# $3 program.
+# $3 program. Exit 0: it starts; 71: no workdir; 72: not on PATH; 73: not an executable file.
 _START_CHECK = """exec >/dev/null 2>&1
 cd -- "$1" || exit 71
 PATH=$2; export PATH
@@ -62,7 +62,7 @@ case $program in
   */*) [ -f "$program" ] && [ -x "$program" ] || exit 73 ;;
 esac
 exit 0"""
-_NO_WORKDIR, _NOT_ON_PATH, _NOT_EXECUTABLE = 71, 72, 73
+_NO_WORKDIR, _NOT_ON_PATH = 71, 72
 #: The pane's own remain-on-exit while a switch keeps the pane (`_UNSET`: it had none).
 _KEPT_OPTION, _UNSET = "@kael-thread-rebuild-remain-on-exit", "-"
 
