@@ -164,7 +164,8 @@ def test_a_resume_program_missing_at_the_start_brings_the_old_session_back_in_th
     program = tmp_path / "bin" / "claude"
     program.parent.mkdir()
     program.symlink_to(find_claude_binary())
-    with live.stage(tmp_path, daemon=False,
+    # A generous health timeout: the resumed Claude Code registers slowly on a loaded machine.
+    with live.stage(tmp_path, daemon=False, health_timeout_seconds=90.0,
                     resume_command=[str(program), "--resume", "{session_id}"]) as drill:
         drill.household_pane()  # its last pane: closing it would end the tmux server
         steps.request_after_a_turn(drill, "drill: program missing")
