@@ -470,6 +470,45 @@ def check_resume_command(facts: Facts) -> Check:
                      + (f": {', '.join(group[0] for group in kept)}" if kept else ""))
 
 
+#: The session id the start check fills in when the target names none (only the words count).
+SAMPLE_SESSION = "00000000-0000-4000-8000-000000000000"
+
+
+def check_resume_start(facts: Facts) -> Check:
+    """The program of resume_command starts where the base would start it (the switch refuses
+    otherwise): for tmux, looked up on the tmux server's host with the PATH a respawned pane
+    gets; for systemd, the unit's ExecStart program ran its main process."""
+    name, config, base = "resume_start", facts.config, facts.base
+    if isinstance(base, str):
+        return _skip(name, f"not checked: {base}")
+    if config.activation is Activation.pointer:
+        return _skip(name, "not checked: with activation 'pointer' the runner starts Claude Code "
+                           "with its own command")
+    identity = facts.identity
+    session = (identity.running_session_id if not isinstance(identity, str) else None) \
+        or SAMPLE_SESSION
+    try:
+        problem = base.start_problem(session)
+    except KaelError as exc:
+        return _fail(name, f"cannot check that resume_command starts: {exc}",
+                     _target_fix(config))
+    if problem:
+        return _fail(name, problem, _start_fix(config))
+    if config.activation is Activation.systemd:
+        return _ok(name, f"unit {config.systemd_unit} runs its ExecStart program")
+    return _ok(name, f"{config.resume_command[0]!r} starts in the tmux pane's environment "
+                     "(looked up on the tmux server's host)")
+
+
+def _start_fix(config: Config) -> str:
+    if config.activation is Activation.systemd:
+        return (f"start the unit (systemctl start {config.systemd_unit}) and check its ExecStart "
+                f"(systemctl cat {config.systemd_unit})")
+    return ("give resume_command's program as an absolute path (what `command -v claude` prints "
+            "in the shell Claude Code runs in), or add its directory to the tmux environment's "
+            "PATH (tmux set-environment -g PATH ...); claude_workdir must exist on that host")
+
+
 def check_claude_version(facts: Facts) -> Check:
     """The live Claude Code (and the program a switch starts) is a version this project has
     verified; an unverified one is a warning with the command that verifies it here."""
@@ -834,6 +873,7 @@ CHECKS: tuple[CheckFn, ...] = (
     check_target,
     check_session,
     check_resume_command,
+    check_resume_start,
     check_claude_version,
     check_stop_hook,
     check_hook_delivery,

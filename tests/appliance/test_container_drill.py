@@ -13,6 +13,7 @@ import shlex
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -54,7 +55,8 @@ class ContainerStage(live.Stage):
 
 
 @contextlib.contextmanager
-def container_stage(root: Path, appliance: engine.Instance) -> Iterator[ContainerStage]:
+def container_stage(root: Path, appliance: engine.Instance,
+                    **config_overrides: Any) -> Iterator[ContainerStage]:
     """`live.stage` with the engine in containers: everything up, Claude Code's prompt on
     screen; every container of the instance removed afterwards (by the `appliance` fixture)."""
     user = f"{os.getuid()}:{os.getgid()}"  # tmux serves only its own uid: the Claude user's
@@ -69,7 +71,8 @@ def container_stage(root: Path, appliance: engine.Instance) -> Iterator[Containe
             "claude_workdir": env.cwd, "claude_config_dir": env.config_dir,
             "state_dir": state_dir, "activation": "tmux", "tmux_socket": tui.socket,
             "tmux_target": tui.target,
-            "resume_command": [str(find_claude_binary()), "--resume", "{session_id}"]})
+            "resume_command": [str(find_claude_binary()), "--resume", "{session_id}"],
+            **config_overrides})
         # What the mounts need before Claude Code and tmux made them (as they would: 0700).
         env.project_dir.mkdir(parents=True, exist_ok=True)
         tmux_socket_dir().mkdir(mode=0o700, exist_ok=True)

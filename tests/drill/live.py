@@ -19,6 +19,7 @@ import orjson
 
 from kael_thread_rebuild.config import Config
 from kael_thread_rebuild.doctor import SERVER_NAME
+from kael_thread_rebuild.switching import registry
 from tests.support.claude_env import (
     DEFAULT_ALLOW,
     ClaudeEnv,
@@ -33,6 +34,8 @@ from . import procs
 
 REQUEST_TOOL = f"mcp__{SERVER_NAME}__thread_rebuild_request"
 BIG_OUTPUT_LINES = 40000
+#: A user's interactive shell with job control (Ctrl-C reaches only the foreground program).
+SHELL = ["bash", "--norc", "--noprofile", "-i"]
 #: Claude Code writes this system record after the Stop hooks of every turn.
 STOP_SUMMARY = b'"subtype":"stop_hook_summary"'
 
@@ -96,14 +99,15 @@ class Stage:
         return procs.pane(self.tui.socket, self.tui.target)
 
     def registry_session(self) -> str | None:
-        """The session id in Claude Code's own registry entry for the pane's process."""
-        path = self.env.config_dir / "sessions" / f"{self.pane()[1]}.json"
-        try:
-            data = orjson.loads(path.read_bytes())
-        except (OSError, orjson.JSONDecodeError):
-            return None
-        session = data.get("sessionId") if isinstance(data, dict) else None
-        return session if isinstance(session, str) else None
+        """The session id in Claude Code's own registry entry for the pane's process, or for the
+        nearest process under it (a Claude Code started in the pane's shell)."""
+        entry = registry.entry_for_tree(self.env.config_dir, self.pane()[1])
+        return entry.session_id if entry is not None else None
+
+    def household_pane(self) -> None:
+        """remain-on-exit off, as in a household's tmux (the test helper turns it on)."""
+        procs.tmux(self.tui.socket, "set-option", "-u", "-t", self.tui.session,
+                   "remain-on-exit")
 
     def requests_with(self, prompt: str) -> list[dict[str, Any]]:
         """The requests whose last user message holds PROMPT."""
@@ -152,11 +156,13 @@ def _read(path: Path) -> bytes:
 
 
 @contextlib.contextmanager
-def stage(root: Path, **config_overrides: Any) -> Iterator[Stage]:
+def stage(root: Path, *, daemon: bool = True, pane_shell: bool = False,
+          **config_overrides: Any) -> Iterator[Stage]:
     """Everything up, Claude Code's prompt on screen; everything stopped and killed afterwards.
 
     ROOT (an empty directory in the temp dir) holds the Claude Code state, the config, the state
-    dir and the daemon's stderr.
+    dir and the daemon's stderr. Without DAEMON the test runs the worker itself. With
+    PANE_SHELL the pane runs an interactive shell in which Claude Code is typed, as by a user.
     """
     with contextlib.ExitStack() as stack:
         api = stack.enter_context(StandinAPI(responder()))
@@ -168,7 +174,8 @@ def stage(root: Path, **config_overrides: Any) -> Iterator[Stage]:
                                        "args": ["--config", str(config_path)]}},
             settings={"hooks": {"Stop": [{"hooks": [
                 {"type": "command", "command": hook, "timeout": 10}]}]}})
-        tui = TmuxClaude(env)
+        claude = str(find_claude_binary())
+        tui = TmuxClaude(env, command=SHELL if pane_shell else None)
         # TmuxClaude starts the tmux server with the isolated environment (CLAUDE_CONFIG_DIR,
         # HOME, the stand-in API): it is the server's global environment, which respawn-pane
         # hands on, so the resume command needs nothing more.
@@ -176,9 +183,12 @@ def stage(root: Path, **config_overrides: Any) -> Iterator[Stage]:
             "project_dir": env.project_dir, "claude_workdir": env.cwd,
             "claude_config_dir": env.config_dir, "state_dir": root / "state",
             "activation": "tmux", "tmux_socket": tui.socket, "tmux_target": tui.target,
-            "resume_command": [str(find_claude_binary()), "--resume", "{session_id}"],
+            "resume_command": [claude, "--resume", "{session_id}"],
             **config_overrides})
-        stack.enter_context(procs.daemon(config_path, root / "daemon.stderr"))
+        if daemon:
+            stack.enter_context(procs.daemon(config_path, root / "daemon.stderr"))
         stack.enter_context(tui)
+        if pane_shell:
+            tui.submit(shlex.quote(claude))
         tui.wait_for("❯", timeout=60)
         yield Stage(root, api, env, tui, config, config_path)

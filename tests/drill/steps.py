@@ -10,6 +10,7 @@ from pathlib import Path
 import orjson
 
 from kael_thread_rebuild.operations.model import Operation, OperationStatus
+from kael_thread_rebuild.switching import registry
 from tests.support.fidelity import conversation_texts, non_text_block_types
 
 from . import live, procs
@@ -51,8 +52,15 @@ def rebuild_through_mcp(drill: live.Stage, pane_id: str, old_pid: int, old: str)
     new_pid = drill.pane()[1]
     assert new_pid != old_pid
     assert op.identity_before is not None and op.identity_after is not None
-    assert op.identity_before.token == {"pane_id": pane_id, "pane_pid": str(old_pid)}
-    assert op.identity_after.token == {"pane_id": pane_id, "pane_pid": str(new_pid)}
+    # The identity names the Claude Code process itself (the pane runs it directly here); from
+    # the container also the program in the pane's foreground.
+    before, after = dict(op.identity_before.token), dict(op.identity_after.token)
+    assert before.pop("pane_command", "claude") == after.pop("pane_command", "claude") == "claude"
+    assert before == {"pane_id": pane_id, "pane_pid": str(old_pid), "claude_pid": str(old_pid),
+                      "claude_start": before["claude_start"]}
+    assert before["claude_start"].isdigit()
+    assert after == {"pane_id": pane_id, "pane_pid": str(new_pid), "claude_pid": str(new_pid),
+                     "claude_start": registry.proc_start(new_pid) or "?"}
     assert op.resume_argv is not None and op.resume_argv[-2:] == ["--resume", new]
 
     drill.wait_ready(new)
@@ -81,3 +89,37 @@ def rollback_on_request(drill: live.Stage, op: Operation, pane_id: str, old: str
     assert conversation_texts(body) == [*live.OLD_SPEECH, ("user", live.P_OLD)]
     assert {"tool_use", "tool_result", "thinking"} <= non_text_block_types(body)
     return op
+
+
+def refused_bare_program(drill: live.Stage, pane_path: str) -> Operation:
+    """A rebuild whose `resume_command` names a bare `claude` that the PATH tmux gives the pane
+    (PANE_PATH) does not find is refused at prepare: nothing written, the pane untouched, and the
+    old session goes on answering in the same process."""
+    drill.household_pane()  # the pane is its server's last: it must not close
+    request_after_a_turn(drill, "drill: bare program")
+    old = drill.registry_session()
+    pane = drill.pane()
+
+    op = procs.wait_for_status(drill.config, procs.SETTLED, timeout=90)
+
+    assert op.status is S.failed, op.error
+    assert op.error == ("resume_command cannot be started: the program 'claude' of "
+                        "resume_command is not found on the tmux server's host on the PATH a "
+                        f"respawned pane gets ({pane_path}, the tmux environment's)")
+    assert op.resume_argv is None and op.backup_path is None
+    assert drill.pane() == pane
+    assert sorted(p.stem for p in drill.env.project_dir.glob("*.jsonl")) == [old]
+    assert not list(drill.env.project_dir.glob("*.manifest.json"))
+    drill.turn(live.P_OLD, live.A_OLD)
+    assert drill.pane() == pane
+    return op
+
+
+def request_after_a_turn(drill: live.Stage, reason: str) -> None:
+    """A turn, a rebuild request on the command line, and the turn whose Stop schedules it.
+    (Claude Code writes a new session's transcript file some time after its first turn, at
+    times only after that turn's Stop hook ran: the request waits for the second turn.)"""
+    drill.turn(live.P_THINK, live.A_THINK)
+    asked = drill.cli("request", "--reason", reason, "--confirm", "REBUILD")
+    assert asked.returncode == 0, asked.stderr
+    drill.turn(live.P_AFTER, live.A_AFTER)

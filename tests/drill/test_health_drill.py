@@ -1,7 +1,9 @@
 """Health failure through the real command line, the daemon and a real tmux pane: the rebuilt
 session's command exits at once, so the old session is resumed in the same pane (`rolled_back`).
 
-A stand-in plays Claude Code: it stays up for the old session id and exits at once for any other.
+A stand-in plays Claude Code: it registers in the session registry as Claude Code does (the
+worker switches only a target that runs the Claude Code process of the Stop's session), stays up
+for the old session id and exits at once for any other.
 """
 
 from __future__ import annotations
@@ -23,12 +25,21 @@ from . import procs
 S = OperationStatus
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 
-#: `<this> SESSION OLD`: runs while SESSION is OLD, exits 3 at once otherwise.
-FAKE_CLAUDE = "import sys, time\nif sys.argv[1] != sys.argv[2]:\n    sys.exit(3)\ntime.sleep(600)"
+#: `<this> SESSION OLD REGISTRY`: registers SESSION in REGISTRY and runs while SESSION is OLD,
+#: exits 3 at once otherwise.
+FAKE_CLAUDE = """import json, os, pathlib, sys, time
+if sys.argv[1] != sys.argv[2]:
+    sys.exit(3)
+stat = pathlib.Path("/proc/self/stat").read_text().rpartition(")")[2].split()
+entry = {"pid": os.getpid(), "sessionId": sys.argv[1], "procStart": stat[19]}
+registry = pathlib.Path(sys.argv[3])
+registry.mkdir(parents=True, exist_ok=True)
+(registry / f"{os.getpid()}.json").write_text(json.dumps(entry))
+time.sleep(600)"""
 
 
-def fake_claude(session: str) -> list[str]:
-    return [sys.executable, "-c", FAKE_CLAUDE, session, SESSION]
+def fake_claude(session: str, config_dir: Path) -> list[str]:
+    return [sys.executable, "-c", FAKE_CLAUDE, session, SESSION, str(config_dir / "sessions")]
 
 
 def test_a_new_session_that_exits_at_once_is_replaced_by_the_old_one(tmp_path: Path) -> None:
@@ -36,13 +47,16 @@ def test_a_new_session_that_exits_at_once_is_replaced_by_the_old_one(tmp_path: P
     work.mkdir()
     home.mkdir()
     with PrivateTmux(home) as tmux:
-        target = tmux.new_session(fake_claude(SESSION), cwd=work)
+        claude_config = tmp_path / "claude-config"
+        # remain-on-exit off, as in a household: the engine keeps the pane through the switch.
+        target = tmux.new_session(fake_claude(SESSION, claude_config), cwd=work,
+                                  remain_on_exit=False)
         config_path = tmp_path / "kael.toml"
         config = procs.write_config(config_path, {
             "project_dir": tmp_path / "project", "state_dir": tmp_path / "state",
-            "claude_workdir": work, "claude_config_dir": tmp_path / "claude-config",
+            "claude_workdir": work, "claude_config_dir": claude_config,
             "activation": "tmux", "tmux_socket": tmux.socket, "tmux_target": target,
-            "resume_command": fake_claude("{session_id}"),
+            "resume_command": fake_claude("{session_id}", claude_config),
             "stability_interval_seconds": 0.05, "health_window_seconds": 0.5,
             "health_timeout_seconds": 3.0, "poll_interval_seconds": 0.05})
         config.project_dir.mkdir()
@@ -69,11 +83,11 @@ def test_a_new_session_that_exits_at_once_is_replaced_by_the_old_one(tmp_path: P
         assert new is not None
         assert op.error == (f"the target is not alive after switching to session {new}; "
                             "the old session was resumed")
-        assert op.resume_argv == fake_claude(new)
-        assert op.rollback_argv == fake_claude(SESSION)
+        assert op.resume_argv == fake_claude(new, claude_config)
+        assert op.rollback_argv == fake_claude(SESSION, claude_config)
         now_id, now_pid = procs.pane(tmux.socket, target)
         assert now_id == pane_id and now_pid != old_pid
-        assert cmdline(now_pid) == fake_claude(SESSION)
+        assert cmdline(now_pid) == fake_claude(SESSION, claude_config)
         assert source.read_bytes() == source_bytes
         assert [line.split(": ", 1)[1] for line in procs.log_lines(config, "worker.log")
                 if line.startswith(f"operation {name}")] == [

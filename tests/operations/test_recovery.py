@@ -209,7 +209,7 @@ def test_recover_removes_half_written_files(make_config: ConfigFactory, tmp_path
             for path in junk:
                 path.write_text("half")
 
-    code, steps = run_killed_at(env, op, 7, half_written)
+    code, steps = run_killed_at(env, op, 8, half_written)
     assert code == -signal.SIGKILL and steps[-1] == "write_candidate"
     assert leftovers(env.config.project_dir, env.config.state_dir)
     worker.recover(env.config, env.store, env.fresh_base())

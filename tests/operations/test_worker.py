@@ -86,7 +86,8 @@ def test_happy_path(config: Config, store: OperationStore, base: HarnessBase,
     assert op.dirty_at_prepare["total_bytes"] > 0
     assert [h.to_status for h in op.history] == [S.scheduled, S.running, S.verifying,
                                                   S.activating, S.activated]
-    assert steps == ["to_running", "read_identity", "snapshot_transcripts", "wait_stable",
+    assert steps == ["to_running", "read_identity", "check_start", "snapshot_transcripts",
+                     "wait_stable",
                      "backup", "plan", "reserve_candidate", "write_candidate", "to_verifying",
                      "verify", "check_source", "check_identity", "check_transcripts",
                      "to_activating", "switch", "health", "archive_manifest", "to_activated"]

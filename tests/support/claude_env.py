@@ -462,11 +462,19 @@ class TmuxClaude:
     """
 
     def __init__(
-        self, env: ClaudeEnv, args: Sequence[str] = (), *, width: int = 160, height: int = 50
+        self,
+        env: ClaudeEnv,
+        args: Sequence[str] = (),
+        *,
+        width: int = 160,
+        height: int = 50,
+        command: Sequence[str] | None = None,
     ) -> None:
+        """``command`` replaces the pane's command (default: the binary with ``args``)."""
         tag = uuid.uuid4().hex[:10]
         self.env = env
         self.args = list(args)
+        self.command = list(command) if command is not None else None
         self.socket = f"kael-test-{_SESSION_MARK}-{tag}"
         self.session = f"{_SESSION_MARK}-kael-test-{tag}"
         tmux_dir = os.environ.get("TMUX_TMPDIR") or "/tmp"
@@ -493,7 +501,7 @@ class TmuxClaude:
         )
 
     def start(self) -> TmuxClaude:
-        cmd = [str(find_claude_binary()), *self.args]
+        cmd = self.command or [str(find_claude_binary()), *self.args]
         self._started = True
         try:
             self._tmux(

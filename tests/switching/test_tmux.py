@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -207,3 +208,131 @@ def test_switch_needs_claude_workdir(tmux: PrivateTmux, tmp_path: Path, workdir:
     with pytest.raises(Refused, match="claude_workdir"):
         base.switch_to(str(uuid.uuid4()))
     assert _pid(base) == pid
+
+
+def _executable(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/sh\nexec sleep 600\n")
+    path.chmod(0o755)
+    return path
+
+
+def test_the_respawned_pane_gets_the_tmux_path_not_the_switching_clients(
+        tmux: PrivateTmux, tmp_path: Path, workdir: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # tmux hands a respawned pane the PATH of the client that asks, when that client is attached
+    # to no session: from the appliance container, the container's PATH.
+    target = tmux.new_session(SLEEPER, cwd=workdir)
+    session_path = f"{tmux.env['PATH']}:{tmp_path / 'only-in-tmux'}"
+    tmux.run("set-environment", "-g", "PATH", session_path)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'only-in-the-client'}:{os.environ['PATH']}")
+    base = TmuxBase(tmux_config(tmux, target, tmp_path, claude_workdir=workdir,
+                                resume_command=[*SLEEPER, "{session_id}"]))
+
+    argv = base.switch_to(str(uuid.uuid4()))
+    pid = _pid(base)
+    wait_until(lambda: _running(pid, argv), what="the respawned command")
+
+    assert environ(pid)["PATH"] == session_path
+    tmux.run("set-environment", "-t", target.partition(":")[0], "PATH", "/usr/bin:/bin")
+    assert base.pane_path(base.pane()) == "/usr/bin:/bin"  # the session's own wins
+
+
+def test_the_start_check_looks_where_the_pane_will_run_the_program(
+        tmux: PrivateTmux, tmp_path: Path, workdir: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    target = tmux.new_session(SLEEPER, cwd=workdir)
+    client_only = _executable(tmp_path / "client-bin" / "kael-drill-claude")
+    in_tmux = _executable(tmp_path / "tmux-bin" / "kael-drill-claude-too")
+    (tmp_path / "tmux-bin" / "not-executable").write_text("")
+    tmux.run("set-environment", "-g", "PATH", f"{tmux.env['PATH']}:{in_tmux.parent}")
+    # This process finds the first program; a check made here would pass.
+    monkeypatch.setenv("PATH", f"{client_only.parent}:{os.environ['PATH']}")
+    pane_pid = tmux.display(target, "#{pane_pid}")
+
+    def problem(program: str, work: Path = workdir) -> str:
+        config = tmux_config(tmux, target, tmp_path, claude_workdir=work,
+                             resume_command=[program, "--resume", "{session_id}"])
+        return TmuxBase(config).start_problem(str(uuid.uuid4()))
+
+    assert problem(in_tmux.name) == ""
+    assert problem(str(in_tmux)) == ""
+    assert problem(client_only.name) == (
+        f"the program {client_only.name!r} of resume_command is not found on the tmux server's "
+        f"host on the PATH a respawned pane gets ({tmux.env['PATH']}:{in_tmux.parent}, the tmux "
+        "environment's)")
+    missing = str(tmp_path / "no such dir" / "claude")
+    assert problem(missing) == (f"the program {missing!r} of resume_command is not an "
+                                "executable file on the tmux server's host")
+    assert "not an executable file" in problem(str(tmp_path / "tmux-bin" / "not-executable"))
+    assert problem(in_tmux.name, tmp_path / "gone #1") == (
+        f"claude_workdir {tmp_path / 'gone #1'} is not a directory on the tmux server's host")
+    # The check runs beside the pane: the pane's process and screen are left alone.
+    assert tmux.display(target, "#{pane_pid} #{pane_in_mode}") == f"{pane_pid} 0"
+
+
+def test_a_command_that_exits_at_once_leaves_the_pane_and_its_server(
+        tmux: PrivateTmux, tmp_path: Path, workdir: Path) -> None:
+    # A household's pane: the only pane of the only session, remain-on-exit off.
+    target = tmux.new_session(SLEEPER, cwd=workdir, remain_on_exit=False)
+    pane_id = tmux.display(target, "#{pane_id}")
+    broken = TmuxBase(tmux_config(tmux, target, tmp_path, claude_workdir=workdir,
+                                  resume_command=[str(tmp_path / "no-such-claude"),
+                                                  "{session_id}"]))
+    broken.switch_to(str(uuid.uuid4()))
+
+    wait_until(lambda: tmux.display(pane_id, "#{pane_dead}") == "1", what="the pane to die")
+    assert not broken.alive()
+    working = TmuxBase(tmux_config(tmux, target, tmp_path, claude_workdir=workdir,
+                                   resume_command=[*SLEEPER, "{session_id}"]))
+    argv = working.switch_to(str(uuid.uuid4()))
+    assert working.pane().pane_id == pane_id
+    wait_until(lambda: _running(_pid(working), argv), what="the command in the same pane")
+    working.switch_done()
+    assert tmux.run("show-options", "-p", "-q", "-v", "-t", pane_id,
+                    "remain-on-exit").stdout.strip() == ""
+    broken.switch_done()  # nothing is left to undo
+    assert tmux.display(pane_id, "#{remain-on-exit}") == "off"
+
+
+def test_a_pane_setting_of_its_own_comes_back_after_the_switch(
+        tmux: PrivateTmux, tmp_path: Path, workdir: Path) -> None:
+    target = tmux.new_session(SLEEPER, cwd=workdir, remain_on_exit=False)
+    tmux.run("set-option", "-p", "-t", target, "remain-on-exit", "failed")
+    base = TmuxBase(tmux_config(tmux, target, tmp_path, claude_workdir=workdir,
+                                resume_command=[*SLEEPER, "{session_id}"]))
+    base.switch_to(str(uuid.uuid4()))
+    assert tmux.display(target, "#{remain-on-exit}") == "on"
+    base.switch_done()
+    assert tmux.display(target, "#{remain-on-exit}") == "failed"
+
+
+def test_from_another_pid_namespace_the_panes_foreground_program_is_in_the_identity(
+        tmux: PrivateTmux, tmp_path: Path, workdir: Path) -> None:
+    # As the appliance container sees a household: Claude Code's registry entry names the pane,
+    # its pid is in another pid namespace, so /proc cannot tell a stale entry (a Claude Code
+    # killed with SIGKILL) from a live one.
+    target = tmux.new_session(["bash", "--norc", "--noprofile", "-i"], cwd=workdir)
+    config = tmux_config(tmux, target, tmp_path, claude_workdir=workdir)
+    assert config.claude_config_dir is not None
+    pane_id, window_id = tmux.display(target, "#{pane_id} #{window_id}").split()
+    session_id = str(uuid.uuid4())
+    entry = {"pid": 4321, "sessionId": session_id, "procStart": "77", "startedAt": 1,
+             "pidDomain": "linux:0123456789abcdef:pid:[4026531836]",
+             "tmux": f"{target.partition(':')[0]}:{window_id}.{pane_id}"}
+    sessions = config.claude_config_dir / "sessions"
+    sessions.mkdir(parents=True)
+    (sessions / "4321.json").write_text(json.dumps(entry))
+    base = TmuxBase(config)
+    before = base.identity()
+    assert before.running_session_id == session_id
+    assert before.token == {"pane_id": pane_id, "pane_pid": tmux.display(target, "#{pane_pid}"),
+                            "claude_pid": "4321", "claude_start": "77", "pane_command": "bash"}
+
+    tmux.run("send-keys", "-t", target, "sleep 1000", "Enter")
+    wait_until(lambda: tmux.display(target, "#{pane_current_command}") == "sleep",
+               what="another program in the pane")
+
+    after = base.identity()
+    assert after.running_session_id == session_id  # the stale entry still names the pane
+    assert after.token == {**before.token, "pane_command": "sleep"}

@@ -68,6 +68,8 @@ pytestmark = [
 FLAGS = ["--append-system-prompt", "You are the drill's household: 100% of $HOME."]
 SOURCE = REPO / "src" / "kael_thread_rebuild"
 REGISTER_TIMEOUT = 60.0
+#: Where the household has the real Claude Code (bind-mounted).
+HOUSEHOLD_CLAUDE = "/usr/local/bin/claude"
 
 
 def report(what: str, seconds: float) -> None:
@@ -241,6 +243,43 @@ def test_the_worker_refuses_when_the_unit_restarted_behind_its_back(stage: Stage
     stage.wait_running(SESSION)
 
 
+def test_a_start_that_fails_restarts_the_unit_on_the_old_pointer(stage: Stage) -> None:
+    # The start script runs CLAUDE_BIN: a link (in the test's dir, seen at the same path in the
+    # household) to the household's Claude Code, missing when the new session starts.
+    program = stage.pointer.parent.parent / "bin" / "claude"
+    program.parent.mkdir()
+    program.symlink_to(HOUSEHOLD_CLAUDE)
+    environment = {**stage.claude.env, "PATH": "/usr/local/bin:/usr/bin:/bin", "USER": "root",
+                   "CLAUDE_BIN": str(program)}
+    stage.household.install_claude_unit(stage.unit, workdir=stage.claude.cwd,
+                                        pointer=stage.pointer, environment=environment,
+                                        flags=FLAGS)
+    write_source(stage.config)
+    stage.start_on(SESSION)
+    base, store = stage.base(), OperationStore(stage.config.state_dir)
+    before = base.identity()
+    assert before.token["claude_pid"] and before.running_session_id == SESSION
+    assert base.start_problem(SESSION) == ""  # the unit runs from its ExecStart program
+
+    def program_missing_at_the_start(step: str) -> None:
+        if step == "switch":
+            program.unlink()
+        if step == "switch_back":
+            program.symlink_to(HOUSEHOLD_CLAUDE)
+
+    op = run_operation(stage.config, store, base, _scheduled(stage.config, base),
+                       on_step=program_missing_at_the_start)
+
+    assert op.status is OperationStatus.rolled_back and op.rollback_ok is True, op.error
+    assert op.error is not None and op.error.endswith("; the old session was resumed")
+    assert op.rollback_argv == [SESSION]
+    assert stage.pointer.read_text() == f"{SESSION}\n"
+    after = base.identity()
+    assert after.running_session_id == SESSION
+    assert after.token["claude_pid"] != before.token["claude_pid"]
+    assert "claude-start: resuming session " + SESSION in stage.household.journal(stage.unit)
+
+
 def _client_args(config: Config, sessions: list[str]) -> str:
     assert_safe_target(config)  # the base is built out of the guard's reach, in a container
     return json.dumps({"config": config.model_dump(mode="json"), "sessions": sessions,
@@ -319,6 +358,9 @@ def test_an_appliance_without_permission_gets_access_denied(stage: Stage) -> Non
 
 
 def test_unknown_unit_and_failed_job_are_clear(stage: Stage) -> None:
+    assert stage.base().start_problem(SESSION) == (
+        f"unit {stage.unit} is not running, so its ExecStart program "
+        "/usr/local/bin/claude-start is not known to start")
     missing = stage.config.model_copy(update={"systemd_unit": f"absent-{MARK}.service"})
     base = SystemdBase(missing)
     with pytest.raises(UnitNotFound, match=r"cannot use unit absent-DO-NOT-CREATE\.service: "

@@ -93,8 +93,10 @@ def test_identity_is_the_main_pid_and_the_invocation(tmp_path: Path, bus: FakeBu
     _register(config.claude_config_dir, 4243, OLD)
     identity = SystemdBase(config).identity()
     assert identity.base == "systemd"
+    # The Claude Code process in the unit (from another pid namespace: as registered) too.
     assert identity.token == {"unit": UNIT_NAME, "main_pid": "4242", "active_state": "active",
-                              "invocation_id": bytes(range(1, 17)).hex()}
+                              "invocation_id": bytes(range(1, 17)).hex(),
+                              "claude_pid": "4243", "claude_start": "99"}
     assert identity.running_session_id == OLD
 
 

@@ -5,6 +5,7 @@ Base errors become one-sentence problems here; the worker decides what they mean
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 
@@ -37,6 +38,21 @@ def is_alive(base: SwitchBase) -> bool:
         return base.alive()
     except KaelError:
         return False
+
+
+def start_problem(base: SwitchBase, session_id: str) -> str:
+    """Why the base could not start SESSION_ID's command; a base that cannot tell says why too
+    (never read as "go ahead")."""
+    try:
+        return base.start_problem(session_id)
+    except KaelError as exc:
+        return f"cannot check that resume_command starts: {exc}"
+
+
+def switch_done(base: SwitchBase) -> None:
+    """Undo what only the switch needed; a target that cannot be reached keeps it (harmless)."""
+    with contextlib.suppress(KaelError):
+        base.switch_done()
 
 
 def switch(base: SwitchBase, session_id: str) -> tuple[list[str] | None, str]:

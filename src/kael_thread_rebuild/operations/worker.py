@@ -2,7 +2,7 @@
 tree: prepare, verify, check, switch, confirm, fall back; and recovery of what a dead worker left.
 
 Every named step and every state change first calls `on_step(name)` (fault-injection tests kill
-the worker there). Step names, in order of a rebuild: to_running, read_identity,
+the worker there). Step names, in order of a rebuild: to_running, read_identity, check_start,
 snapshot_transcripts, wait_stable, backup (the two repeat if the file moved while copied), plan,
 reserve_candidate, write_candidate, to_verifying, verify, check_source, check_identity,
 check_transcripts, to_activating, switch, health, archive_manifest, to_activated. Falling back:
@@ -46,7 +46,15 @@ from .files import (
 )
 from .model import Operation, OperationStatus
 from .store import OperationStore
-from .switchover import health_problem, read_identity, read_running, same_target, switch
+from .switchover import (
+    health_problem,
+    read_identity,
+    read_running,
+    same_target,
+    start_problem,
+    switch,
+    switch_done,
+)
 
 S = OperationStatus
 StepHook = Callable[[str], None]
@@ -149,6 +157,11 @@ class _Run:
             raise _Abort(f"the target's identity cannot be read: {exc}") from None
         self.update(identity_before=identity,
                     base_reports_session=read_running(self.base) is not None)
+        self.check_claude(identity)
+        self.step("check_start")
+        problem = start_problem(self.base, self.old_id)
+        if problem:
+            raise _Abort(f"resume_command cannot be started: {problem}")
         self.step("snapshot_transcripts")
         self.snapshot = snapshot_transcripts(self.config.project_dir)
         backup = confined(self.store.backup_dir(self.op.operation_id), f"{self.old_id}.jsonl")
@@ -181,6 +194,19 @@ class _Run:
             raise _Abort(f"the candidate failed verification: {errors[0] if errors else '?'} "
                          f"({len(errors)} problem(s))")
         self.check_before_switch(source, candidate)
+
+    def check_claude(self, identity: Identity) -> None:
+        """The target must run the Claude Code process that sent the Stop: a pane or unit that
+        runs no registered Claude Code, or another session, is never switched ("nothing is
+        registered" is not "cannot tell")."""
+        running = identity.running_session_id
+        if running == self.old_id:
+            return
+        if running is None:
+            raise _Abort(f"no Claude Code process of session {self.old_id} runs in the target "
+                         f"({_show(identity)}): it was quit or replaced", conflict=True)
+        raise _Abort(f"the target runs session {running}, not session {self.old_id} that sent "
+                     "the Stop", conflict=True)
 
     def settle_and_copy(self, source: Path, backup: Path) -> FileSample:
         """Wait until the transcript is stable, then copy it; again if it moved meanwhile."""
@@ -277,7 +303,10 @@ class _Run:
             if problem:
                 return problem
         self.step(health_step)
-        return health_problem(self.base, session_id, self.config, self.op.base_reports_session)
+        problem = health_problem(self.base, session_id, self.config, self.op.base_reports_session)
+        if not problem:
+            switch_done(self.base)
+        return problem
 
     def settle_activated(self, note: str) -> Operation:
         self.step("archive_manifest")

@@ -11,7 +11,10 @@ class Identity(BaseModel):
     """What proves the target is still the one prepared against (compare-and-swap token).
 
     `base` names the base; `token` holds its fields (tmux: pane_id, pane_pid; systemd: main_pid;
-    pointer: content digest). Two identities are equal when base and token are equal.
+    pointer: content digest), plus, where the base finds Claude Code's registry entry for the
+    process it runs, that process's `claude_pid` and `claude_start` (start time in clock ticks):
+    a Claude Code quit and replaced by another program, or restarted, changes the token. Two
+    identities are equal when base and token are equal.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -35,3 +38,10 @@ class SwitchBase(Protocol):
 
     def running_session(self) -> str | None:
         """The session id the target's Claude Code reports, where it can be known."""
+
+    def start_problem(self, session_id: str) -> str:
+        """Why the command that would run SESSION_ID cannot be started in the environment the
+        base starts it in, in one line; empty when it can (or when the base starts nothing)."""
+
+    def switch_done(self) -> None:
+        """The target runs a healthy session again: undo what only the switch needed."""

@@ -102,6 +102,16 @@ class UnitProcess(BaseModel):
     cmdline: str
 
 
+class ExecCommand(BaseModel):
+    """One `ExecStart=` line as systemd reports it, with its last run (pid 0: never run)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    path: str
+    argv: list[str]
+    pid: int
+
+
 class JobRemoved(BaseModel):
     """The `JobRemoved(u id, o job, s unit, s result)` signal."""
 
@@ -223,6 +233,12 @@ def parse_processes(body: tuple[Any, ...]) -> list[UnitProcess]:
             for cgroup, pid, cmdline in body[0]]
 
 
+def parse_exec_commands(value: Any) -> list[ExecCommand]:
+    """`ExecStart` is `a(sasbttttuii)`: path, argv, ignore errors, four time stamps, the pid of
+    the last run, its exit code and status."""
+    return [ExecCommand(path=item[0], argv=list(item[1]), pid=item[7]) for item in value]
+
+
 def parse_job_removed(message: Message) -> JobRemoved | None:
     """The signal's fields, or None for a message that is not a well-formed JobRemoved."""
     body = message.body
@@ -321,6 +337,11 @@ class SystemdManager:
         return UnitState(name=unit, load_state="loaded", active_state=read(UNIT, "ActiveState"),
                          sub_state=read(UNIT, "SubState"), main_pid=read(SERVICE, "MainPID"),
                          invocation_id=invocation_hex(read(UNIT, "InvocationID")))
+
+    def exec_start(self, unit: str) -> list[ExecCommand]:
+        """The unit's `ExecStart=` commands, each with its last run."""
+        path = self.unit_path(unit)
+        return parse_exec_commands(self._property(path, SERVICE, "ExecStart", unit))
 
     def unit_processes(self, unit: str) -> list[UnitProcess]:
         """Every process in the unit's control group (pids in systemd's pid namespace)."""

@@ -109,3 +109,10 @@ class PointerBase:
             return session_in(read_pointer(self.path))
         except PointerError:
             return None
+
+    def start_problem(self, session_id: str) -> str:
+        """The runner starts Claude Code with its own command; nothing to check from here."""
+        return ""
+
+    def switch_done(self) -> None:
+        """Nothing to undo: the pointer is all a switch changes."""

@@ -62,6 +62,12 @@ class RegistryEntry(BaseModel):
         return pane if pane.startswith("%") else None
 
 
+def process_token(entry: RegistryEntry) -> dict[str, str]:
+    """The identity fields of the Claude Code process ENTRY names: its pid and its start time,
+    which together tell it from a later process that got the same pid."""
+    return {"claude_pid": str(entry.pid), "claude_start": entry.proc_start or ""}
+
+
 def registry_dir(claude_config_dir: Path) -> Path:
     return claude_config_dir / "sessions"
 

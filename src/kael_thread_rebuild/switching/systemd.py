@@ -23,7 +23,14 @@ from ..config import Config
 from ..errors import Refused
 from . import registry
 from .base import Identity
-from .dbus import BusUnreachable, SystemdManager, UnitNotFound, UnitState, bus_address
+from .dbus import (
+    BusUnreachable,
+    ExecCommand,
+    SystemdManager,
+    UnitNotFound,
+    UnitState,
+    bus_address,
+)
 from .pointer import PointerError, read_pointer, session_in, write_pointer
 
 #: Longer than systemd's default stop timeout (90 s) plus a start.
@@ -71,6 +78,22 @@ def _same_process(entry: registry.RegistryEntry) -> bool:
     return registry.proc_start(entry.pid) == entry.proc_start
 
 
+def start_problems(unit: str, commands: list[ExecCommand], running: bool) -> str:
+    """What can be known from outside the unit: it has an ExecStart program, and the running
+    main process was started by it (the program existed at the unit's last start). The files
+    themselves live in the unit's mount namespace, which the engine (a container) does not see;
+    a start that fails anyway is rolled back by restarting the unit on the old pointer."""
+    if not commands:
+        return f"unit {unit} has no ExecStart"
+    program = commands[0].path
+    if not running:
+        return f"unit {unit} is not running, so its ExecStart program {program} is not known " \
+               "to start"
+    if commands[0].pid <= 0:
+        return f"unit {unit} runs, but not from its ExecStart program {program}"
+    return ""
+
+
 class SystemdBase:
     name = "systemd"
 
@@ -98,12 +121,13 @@ class SystemdBase:
     def identity(self) -> Identity:
         with self._manager() as manager:
             state = manager.unit_state(self.unit)
-            session = self._session(manager, state)
-        return Identity(base=self.name,
-                        token={"unit": self.unit, "main_pid": str(state.main_pid),
-                               "active_state": state.active_state,
-                               "invocation_id": state.invocation_id},
-                        running_session_id=session)
+            entry = self._entry(manager, state)
+            session = entry.session_id if entry else self._pointer_session(state)
+        token = {"unit": self.unit, "main_pid": str(state.main_pid),
+                 "active_state": state.active_state, "invocation_id": state.invocation_id}
+        if entry is not None:
+            token.update(registry.process_token(entry))
+        return Identity(base=self.name, token=token, running_session_id=session)
 
     def alive(self) -> bool:
         try:
@@ -122,15 +146,33 @@ class SystemdBase:
         with self._manager() as manager:
             return self._session(manager, manager.unit_state(self.unit))
 
+    def start_problem(self, session_id: str) -> str:
+        with self._manager() as manager:
+            commands = manager.exec_start(self.unit)
+            running = manager.unit_state(self.unit).running
+        return start_problems(self.unit, commands, running)
+
+    def switch_done(self) -> None:
+        """Nothing to undo: a unit restarts on its own settings."""
+
     def _session(self, manager: SystemdManager, state: UnitState) -> str | None:
-        if not state.running:
-            return None
+        entry = self._entry(manager, state)
+        return entry.session_id if entry else self._pointer_session(state)
+
+    def _entry(self, manager: SystemdManager,
+               state: UnitState) -> registry.RegistryEntry | None:
         config_dir = self.claude_config_dir
-        if config_dir is None:
-            try:
-                return session_in(read_pointer(self.pointer))
-            except PointerError:
-                return None
+        if not state.running or config_dir is None:
+            return None
         pids = [process.pid for process in manager.unit_processes(self.unit)]
-        entry = entry_in_unit(config_dir, state.main_pid, pids)
-        return entry.session_id if entry else None
+        return entry_in_unit(config_dir, state.main_pid, pids)
+
+    def _pointer_session(self, state: UnitState) -> str | None:
+        """Without `claude_config_dir`, the pointer is the best answer (what the running process
+        was started with, as long as nobody else writes it)."""
+        if not state.running or self.claude_config_dir is not None:
+            return None
+        try:
+            return session_in(read_pointer(self.pointer))
+        except PointerError:
+            return None
