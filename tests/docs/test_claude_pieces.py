@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests.docs.conftest import REPO
 from tests.installer.conftest import REAL_CLAUDE, RunModule
 
 ENGINE = Path(sys.executable).parent / "kael-thread-rebuild"
@@ -82,3 +83,12 @@ def test_the_printed_mcp_add_registers_the_server(run_module: RunModule, instanc
     # The installer reads the registration back with its own module and finds the command.
     found = run_module("claude_mcp_server", {"path": str(config_dir / ".claude.json")})
     assert found["argv"] == printed["mcp_add"][printed["mcp_add"].index("--") + 1:]
+
+
+def test_the_example_in_the_doc_is_what_the_command_prints(instance_config: Path) -> None:
+    page = (REPO / "docs" / "by-hand.md").read_text(encoding="utf-8")
+    shown = page.split("```text\n", 1)[1].split("```", 1)[0]
+    printed = pieces(instance_config, as_json=False)
+    claude_dir = str(instance_config.parent / "claude")
+    expected = printed.replace(str(instance_config), "/etc/kael-thread-rebuild/companion.toml")
+    assert shown == expected.replace(claude_dir, "/home/me/.claude")

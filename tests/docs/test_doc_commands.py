@@ -71,8 +71,11 @@ def unsafe(argv: list[str]) -> str | None:
         return None  # the engine's Python, printing what the package holds
     if not argv or argv[0] != ENGINE:
         return f"{argv[0] if argv else '(empty)'} is not the engine"
-    words = [w for w in argv[1:] if not w.startswith("--json")]
-    command = next((w for w in words if not w.startswith("-")), None)
+    words = argv[1:]
+    # The first word that is neither an option nor the value of --config is the subcommand.
+    values = {i + 1 for i, word in enumerate(words) if word == "--config"}
+    command = next((w for i, w in enumerate(words) if not w.startswith("-") and i not in values),
+                   None)
     if "--help" in words or "--version" in words or command in SAFE:
         return None
     return f"`{ENGINE} {command}` changes a household"
