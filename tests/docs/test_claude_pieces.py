@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.docs.conftest import REPO
 from tests.installer.conftest import REAL_CLAUDE, RunModule
@@ -92,3 +93,18 @@ def test_the_example_in_the_doc_is_what_the_command_prints(instance_config: Path
     claude_dir = str(instance_config.parent / "claude")
     expected = printed.replace(str(instance_config), "/etc/kael-thread-rebuild/companion.toml")
     assert shown == expected.replace(claude_dir, "/home/me/.claude")
+
+
+def test_the_role_registers_and_times_the_hook_as_printed(instance_config: Path) -> None:
+    """The role's own defaults and its `claude mcp add` task give what claude-pieces prints."""
+    defaults = yaml.safe_load((REPO / "roles/kael/defaults/main.yml").read_text())
+    printed = pieces(instance_config)
+    entry = printed["settings"]["hooks"]["Stop"][0]["hooks"][0]
+    assert defaults["kael_hook_timeout"] == entry["timeout"]
+    assert defaults["kael_server_name"] == printed["mcp_add"][printed["mcp_add"].index("--") - 1]
+    tasks = yaml.safe_load((REPO / "roles/kael_claude/tasks/mcp_present.yml").read_text())
+    argv = next(t["ansible.builtin.command"]["argv"] for t in tasks
+                if "Register the MCP server" in t["name"])
+    words = printed["mcp_add"][1:printed["mcp_add"].index("--") + 1]
+    assert argv == ("{{ kael_item.claude_cli + " + repr(words).replace(
+        f"'{defaults['kael_server_name']}'", "kael_server_name") + " + kael_claude_mcp }}")
