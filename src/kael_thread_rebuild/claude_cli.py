@@ -921,3 +921,31 @@ def same_hook(command: str, ours: str) -> bool:
     config = hook_option(ours, "--config")
     return (config is not None and runs_hook_stop(command) and runs_hook_stop(ours)
             and hook_option(command, "--config") == config)
+
+
+# -- what the installer writes for Claude Code (and `claude-pieces` prints for a household) ----
+
+#: The MCP server's name in Claude Code's registration and in the permission rules.
+MCP_SERVER = "kael-thread-rebuild"
+#: Read-only tools: allowed without asking.
+READ_ONLY_TOOLS = ("thread_rebuild_doctor", "thread_rebuild_dirty", "thread_rebuild_plan",
+                   "thread_rebuild_status")
+#: Tools that change something: they must keep asking the human (never added to allow).
+PROMPTING_TOOLS = ("thread_rebuild_request", "thread_rebuild_cancel",
+                   "thread_rebuild_rollback_request")
+#: The Stop hook's timeout in seconds (the role's kael_hook_timeout defaults to it).
+HOOK_TIMEOUT = 10
+
+
+def permission(server: str, tool: str) -> str:
+    return f"mcp__{server}__{tool}"
+
+
+def stop_hook_entry(command: str, timeout: int) -> dict[str, object]:
+    """Our entry in `hooks.Stop[].hooks` of settings.json."""
+    return {"type": "command", "command": command, "timeout": timeout}
+
+
+def mcp_add_argv(claude: str, server: str, command: Sequence[str]) -> list[str]:
+    """The `claude mcp add` that registers COMMAND as the user's MCP server SERVER."""
+    return [claude, "mcp", "add", "--scope", "user", server, "--", *command]

@@ -66,45 +66,102 @@ class Config(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True,
                               allow_inf_nan=False)
 
-    instance: str = Field("default", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
-    project_dir: Path
-    claude_workdir: Path | None = None
-    claude_config_dir: Path | None = None
-    state_dir: Path = Path(DEFAULT_STATE_DIR)
+    instance: str = Field(
+        "default", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$",
+        description="name of this Claude Code instance (letters, digits, `._-`)")
+    project_dir: Path = Field(
+        description="Claude Code's project folder holding the session transcripts (`<config "
+                    "dir>/projects/<encoded workdir>`); only transcripts inside it are ever read")
+    claude_workdir: Path | None = Field(
+        None, description="the real working directory of the Claude process (its encoding must "
+                          "name `project_dir`); the resumed process starts there")
+    claude_config_dir: Path | None = Field(
+        None, description="Claude Code's config dir (`CLAUDE_CONFIG_DIR`, default `~/.claude`), "
+                          "for its `sessions/` registry")
+    state_dir: Path = Field(
+        Path(DEFAULT_STATE_DIR),
+        description="operations, backups, failed candidates, lock and log; must belong to the "
+                    "user the engine runs as with mode 0700 (created so when missing), else "
+                    "refused")
 
-    activation: Activation = Activation.tmux
-    tmux_target: str = Field("cc:0.0", min_length=1, max_length=256)
-    tmux_socket: str | None = Field(None, min_length=1, max_length=MAX_WORD)
+    activation: Activation = Field(
+        Activation.tmux, description="switching base: `tmux`, `systemd` or `pointer`")
+    tmux_target: str = Field("cc:0.0", min_length=1, max_length=256,
+                             description="the pane running Claude Code")
+    tmux_socket: str | None = Field(
+        None, min_length=1, max_length=MAX_WORD,
+        description="tmux socket: a name (`-L`) or, when it holds a `/`, a path (`-S`)")
     resume_command: list[Arg] = Field(
         default_factory=lambda: ["claude", "--resume", "{session_id}"], min_length=1,
         max_length=1024,
-    )
-    systemd_unit: str | None = Field(None, min_length=1, max_length=256)
-    systemd_bus: SystemdBus = SystemdBus.system
-    resume_pointer_path: Path | None = None
+        description="argv that resumes a session (one word must hold `{session_id}`); must keep "
+                    "every flag of the real start command (channels, plugins, model…), or the "
+                    "resumed process no longer hears its channel. Its program must start where "
+                    "the base starts it: with tmux it is looked up on the tmux server's host with "
+                    "the PATH of the tmux environment (a shell's login PATH, e.g. `~/.local/bin`, "
+                    "does not count), so give it as an absolute path; a switch is refused "
+                    "otherwise (doctor: `resume_start`)")
+    systemd_unit: str | None = Field(
+        None, min_length=1, max_length=256,
+        description="unit running Claude Code (needed by `activation = \"systemd\"`)")
+    systemd_bus: SystemdBus = Field(SystemdBus.system, description="`system` or `user` bus")
+    resume_pointer_path: Path | None = Field(
+        None, description="file holding the session id the runner or unit resumes (needed by "
+                          "`systemd` and `pointer`)")
 
-    dirty_budget_bytes: Count = Field(512 * 1024, ge=1, le=MAX_COUNT)
-    rebuild_on_original_image_view: Flag = True
-    include_open_tail: Flag = True
-    freeze_startup_snapshot: Flag = True
-    stamp_turns: Flag = False
-    carry_max_tokens: Count = Field(0, ge=0, le=MAX_COUNT)
-    carry_overflow: CarryOverflow = CarryOverflow.drop_oldest
-    token_divisor: Annotated[float, Strict(), Field(ge=0.01, le=100)] = 1.5
-    max_event_chars: Count = Field(0, ge=0, le=MAX_COUNT)
-    block_on_unreadable_lines: Flag = True
-    poison_pattern: str = Field(DEFAULT_POISON_PATTERN, max_length=MAX_ARG)
-    poison_threshold: Count = Field(2, ge=1, le=1_000_000)
-    poison_window_turns: Count = Field(10, ge=1, le=1_000_000)
+    dirty_budget_bytes: Count = Field(
+        512 * 1024, ge=1, le=MAX_COUNT,
+        description="runtime bytes that make `dirty` advise a rebuild")
+    rebuild_on_original_image_view: Flag = Field(
+        True, description="advise a rebuild once the model viewed an original image")
+    include_open_tail: Flag = Field(
+        True, description="carry a last user message that has no reply yet")
+    freeze_startup_snapshot: Flag = Field(
+        True, description="carry the session-start context once, frozen, as the first item")
+    stamp_turns: Flag = Field(
+        False, description="prefix the first user item of each turn with its source time "
+                           "(`[2026-11-30 08:48 UTC] `)")
+    carry_max_tokens: Count = Field(
+        0, ge=0, le=MAX_COUNT,
+        description="estimated-token cap on what is carried; 0 = unlimited, else at least 5000")
+    carry_overflow: CarryOverflow = Field(
+        CarryOverflow.drop_oldest,
+        description="over the cap: `drop_oldest` (whole oldest turns, counted) or `block` "
+                    "(refuse)")
+    token_divisor: Annotated[float, Strict(), Field(ge=0.01, le=100)] = Field(
+        1.5, description="estimate = `int(cjk * 1.1 + other / token_divisor)`")
+    max_event_chars: Count = Field(
+        0, ge=0, le=MAX_COUNT,
+        description="block the plan when one speech item is longer (0 = no limit); never "
+                    "truncates")
+    block_on_unreadable_lines: Flag = Field(
+        True, description="block when a line cannot be parsed, or a user/assistant record has a "
+                          "shape Claude Code does not write (it may hold a user's words); they "
+                          "are reported either way (`unreadable_lines`, `impossible_lines`)")
+    poison_pattern: str = Field(
+        DEFAULT_POISON_PATTERN, max_length=MAX_ARG,
+        description="case-insensitive regex counted over the last turns' speech")
+    poison_threshold: Count = Field(2, ge=1, le=1_000_000,
+                                    description="matches that block a rebuild")
+    poison_window_turns: Count = Field(10, ge=1, le=1_000_000,
+                                       description="how many last turns are scanned")
     speech_tool_pattern: list[Word] = Field(
-        default_factory=lambda: list(DEFAULT_SPEECH_TOOLS), max_length=256)
+        default_factory=lambda: list(DEFAULT_SPEECH_TOOLS), max_length=256,
+        description="tool names (globs) whose `text` argument is the assistant speaking to the "
+                    "user")
 
-    stability_samples: Count = Field(2, ge=2, le=100)
-    stability_interval_seconds: Seconds = 0.5
-    stability_timeout_seconds: Timeout = 60.0
-    health_window_seconds: Seconds = 2.0
-    health_timeout_seconds: Timeout = 30.0
-    poll_interval_seconds: Seconds = 0.2
+    stability_samples: Count = Field(
+        2, ge=2, le=100,
+        description="equal samples (size, mtime, digest) before a transcript counts as stable")
+    stability_interval_seconds: Seconds = Field(0.5, description="time between samples")
+    stability_timeout_seconds: Timeout = Field(
+        60.0, description="give up waiting for a stable transcript")
+    health_window_seconds: Seconds = Field(
+        2.0, description="the new process must stay alive this long")
+    health_timeout_seconds: Timeout = Field(
+        30.0, description="and report the new session id within this time")
+    poll_interval_seconds: Seconds = Field(
+        0.2, description="how often the daemon and `wait` look at the store")
 
     @field_validator(*DIRECTORIES, "resume_pointer_path")
     @classmethod

@@ -18,15 +18,18 @@ import json
 import re
 from typing import Any, NamedTuple
 
-from ansible.module_utils.kael_claude_cli import same_hook
+# One definition of what we add, shared with the engine's `claude-pieces` command.
+from ansible.module_utils.kael_claude_cli import (
+    MCP_SERVER,
+    PROMPTING_TOOLS,
+    READ_ONLY_TOOLS,
+    permission,
+    same_hook,
+    stop_hook_entry,
+)
 
-SERVER = "kael-thread-rebuild"
-#: Read-only tools: allowed without asking.
-READ_ONLY_TOOLS = ("thread_rebuild_doctor", "thread_rebuild_dirty", "thread_rebuild_plan",
-                   "thread_rebuild_status")
-#: Tools that change something: they must keep asking the human (never added to allow).
-PROMPTING_TOOLS = ("thread_rebuild_request", "thread_rebuild_cancel",
-                   "thread_rebuild_rollback_request")
+SERVER = MCP_SERVER
+
 #: The containers install may create, outermost first: (path, kind).
 CONTAINERS = ((("hooks",), dict), (("hooks", "Stop"), list), (("permissions",), dict),
               (("permissions", "allow"), list))
@@ -34,10 +37,6 @@ CONTAINERS = ((("hooks",), dict), (("hooks", "Stop"), list), (("permissions",), 
 
 class SettingsError(ValueError):
     """The file is not something this module may change; it is left untouched."""
-
-
-def permission(server: str, tool: str) -> str:
-    return f"mcp__{server}__{tool}"
 
 
 # -- the record of what install added ---------------------------------------------------------
@@ -321,7 +320,7 @@ def _remove_hooks(edit: _Edit, found: list[tuple[int, int]]) -> list[str]:
 
 def _install_hook(edit: _Edit, command: str, timeout: int, previous: str | None
                   ) -> tuple[list[str], list[str]]:
-    entry = {"type": "command", "command": command, "timeout": timeout}
+    entry = stop_hook_entry(command, timeout)
     data = edit.data
     found = _stop_entries(data, [command] + ([previous] if previous else []))
     if len(found) == 1:

@@ -18,7 +18,7 @@ EXIT_CODES = "exit codes: 0 ok, 1 refused or failed (with the reason), 2 usage o
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import doctor_command, engine_commands, operation_commands
+    from . import claude_pieces, doctor_command, engine_commands, operation_commands
 
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--config", metavar="PATH", default=argparse.SUPPRESS,
@@ -35,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     engine_commands.register(commands, common)
     doctor_command.register(commands, common)
     operation_commands.register(commands, common)
+    claude_pieces.register(commands, common)
     return parser
 
 
