@@ -25,6 +25,7 @@ from tests.support.claude_env import (
     TmuxClaude,
     find_claude_binary,
     make_claude_env,
+    wait_mcp_tools_taken,
 )
 from tests.support.standin_api import Reply, StandinAPI, Text, Thinking, ToolUse, prompt_script
 from tests.switching.sandbox import wait_until
@@ -137,6 +138,13 @@ class Stage:
         self.submit(prompt)
         wait_until(done, timeout, what=f"the reply {answer!r} and the Stop hook")
 
+    def wait_mcp_ready(self, timeout: float = 60) -> float:
+        """Wait until the pane's Claude Code has our MCP server's tools: it sends its first
+        request without waiting for MCP servers, and a slow server (a `docker run` under load)
+        would miss the turn. Returns the seconds waited."""
+        session = wait_until(self.registry_session, timeout, what="Claude Code to register")
+        return wait_mcp_tools_taken(self.env, SERVER_NAME, session, timeout)
+
     def wait_ready(self, session_id: str, timeout: float = 60) -> None:
         """Wait until the pane's Claude Code runs SESSION_ID and shows its prompt."""
         wait_until(lambda: self.registry_session() == session_id, timeout,
@@ -153,7 +161,8 @@ def _read(path: Path) -> bytes:
 
 @contextlib.contextmanager
 def stage(root: Path, **config_overrides: Any) -> Iterator[Stage]:
-    """Everything up, Claude Code's prompt on screen; everything stopped and killed afterwards.
+    """Everything up, Claude Code's prompt on screen and our MCP server's tools taken in;
+    everything stopped and killed afterwards.
 
     ROOT (an empty directory in the temp dir) holds the Claude Code state, the config, the state
     dir and the daemon's stderr.
@@ -181,4 +190,7 @@ def stage(root: Path, **config_overrides: Any) -> Iterator[Stage]:
         stack.enter_context(procs.daemon(config_path, root / "daemon.stderr"))
         stack.enter_context(tui)
         tui.wait_for("❯", timeout=60)
-        yield Stage(root, api, env, tui, config, config_path)
+        drill = Stage(root, api, env, tui, config, config_path)
+        print(f"live drill: our MCP server's tools taken in {drill.wait_mcp_ready():.2f} s "
+              "after the prompt showed")
+        yield drill
