@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import shlex
 import subprocess
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +35,8 @@ from . import procs
 
 REQUEST_TOOL = f"mcp__{SERVER_NAME}__thread_rebuild_request"
 BIG_OUTPUT_LINES = 40000
+#: How long a pressed Enter may take to empty the input box before it counts as dropped.
+ENTER_SECONDS = 5.0
 #: Claude Code writes this system record after the Stop hooks of every turn.
 STOP_SUMMARY = b'"subtype":"stop_hook_summary"'
 
@@ -120,9 +123,22 @@ class Stage:
         a deferred-tools reminder once their server is connected)."""
         return any(name in orjson.dumps(body).decode() for body in self.api.message_bodies())
 
-    def submit(self, prompt: str) -> None:
-        self.tui.wait_for("❯", timeout=60)
-        self.tui.submit(prompt)
+    def submit(self, prompt: str, timeout: float = 60) -> None:
+        """Type PROMPT, and press Enter once Claude Code's input box shows it; again while the
+        box still holds it: under load the TUI can drop an Enter that follows the typing (the
+        prompt then sits unsent in the box)."""
+        self.tui.wait_for("❯", timeout=timeout)
+        self.tui.type_text(prompt)
+        self.tui.wait_for(lambda screen: input_box(screen) == prompt, timeout)
+        deadline = time.monotonic() + timeout
+        while True:
+            self.tui.send_keys("Enter")
+            with contextlib.suppress(TimeoutError):
+                self.tui.wait_for(lambda screen: input_box(screen) != prompt, ENTER_SECONDS)
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"Claude Code kept {prompt!r} in its input box for "
+                                   f"{timeout:g} s of pressing Enter:\n{self.tui.capture()}")
 
     def turn(self, prompt: str, answer: str, timeout: float = 60) -> None:
         """Type PROMPT and wait until Claude Code has written the reply holding ANSWER and run
@@ -136,7 +152,10 @@ class Stage:
             return answer.encode() in data and data.count(STOP_SUMMARY) > before
 
         self.submit(prompt)
-        wait_until(done, timeout, what=f"the reply {answer!r} and the Stop hook")
+        try:
+            wait_until(done, timeout, what=f"the reply {answer!r} and the Stop hook")
+        except TimeoutError as exc:
+            raise TimeoutError(f"{exc}; the pane shows:\n{self.tui.capture()}") from None
 
     def wait_mcp_ready(self, timeout: float = 60) -> float:
         """Wait until the pane's Claude Code has our MCP server's tools: it sends its first
@@ -150,6 +169,17 @@ class Stage:
         wait_until(lambda: self.registry_session() == session_id, timeout,
                    what=f"the pane to run session {session_id}")
         self.tui.wait_for("❯", timeout=timeout)
+
+
+def input_box(screen: str) -> str | None:
+    """The text in Claude Code's input box: the lines between the screen's last two rules,
+    without the `❯` mark; None when no box is shown."""
+    lines = screen.splitlines()
+    rules = [i for i, line in enumerate(lines) if line.startswith("───")]
+    if len(rules) < 2:
+        return None
+    inside = " ".join(line.strip() for line in lines[rules[-2] + 1:rules[-1]])
+    return inside.removeprefix("❯").strip()
 
 
 def _read(path: Path) -> bytes:
