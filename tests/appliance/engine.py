@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import queue
 import shutil
 import subprocess
+import threading
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -185,6 +187,54 @@ def wait_for_log(path: Path, prefix: str, timeout: float = 30) -> None:
         time.sleep(0.1)
     shown = path.read_text() if path.exists() else "(missing)"
     raise TimeoutError(f"no line starting {prefix!r} in {path} after {timeout:g} s:\n{shown}")
+
+
+class ContainerEvents:
+    """The Docker engine's own events of one instance's containers (`docker events`), read in a
+    thread from the moment of entering: when a container's process ended (`die`, with its exit
+    code) and when the engine removed it (`destroy`), stamped by the engine, not by a poller
+    that a loaded machine delays."""
+
+    def __init__(self, instance: Instance) -> None:
+        self._stream = instance.dock.events(
+            decode=True, since=int(time.time()) - 1,
+            filters={"type": "container", "label": f"{LABEL}.instance={instance.name}"})
+        self._queue: queue.Queue[dict[str, Any]] = queue.Queue()
+        self._seen: list[dict[str, Any]] = []
+        self._thread = threading.Thread(target=self._pump, daemon=True)
+
+    def _pump(self) -> None:
+        with contextlib.suppress(Exception):  # the stream ends with an error when closed
+            for event in self._stream:
+                self._queue.put(event)
+
+    def __enter__(self) -> ContainerEvents:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stream.close()
+
+    def wait(self, action: str, timeout: float, after: float = 0.0) -> dict[str, Any]:
+        """The first ACTION event stamped at or after AFTER (epoch seconds); TimeoutError when
+        none came within TIMEOUT seconds of waiting (a bound for the test, not the promise)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for event in self._seen:
+                if event.get("Action") == action and stamp(event) >= after:
+                    return event
+            try:
+                self._seen.append(self._queue.get(timeout=max(0.0,
+                                                                deadline - time.monotonic())))
+            except queue.Empty:
+                raise TimeoutError(f"no {action!r} event within {timeout:g} s; the engine said: "
+                                   f"{[(e.get('Action'), stamp(e)) for e in self._seen]}") \
+                    from None
+
+
+def stamp(event: dict[str, Any]) -> float:
+    """An engine event's time, epoch seconds."""
+    return float(event["timeNano"]) / 1e9
 
 
 def wait_gone(find: Any, timeout: float) -> float:

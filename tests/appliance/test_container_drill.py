@@ -58,7 +58,8 @@ class ContainerStage(live.Stage):
 def container_stage(root: Path, appliance: engine.Instance,
                     **config_overrides: Any) -> Iterator[ContainerStage]:
     """`live.stage` with the engine in containers: everything up, Claude Code's prompt on
-    screen; every container of the instance removed afterwards (by the `appliance` fixture)."""
+    screen and the MCP container's tools taken in; every container of the instance removed
+    afterwards (by the `appliance` fixture)."""
     user = f"{os.getuid()}:{os.getgid()}"  # tmux serves only its own uid: the Claude user's
     with contextlib.ExitStack() as stack:
         api = stack.enter_context(StandinAPI(live.responder()))
@@ -90,6 +91,9 @@ def container_stage(root: Path, appliance: engine.Instance,
         tui.wait_for("❯", timeout=60)
         stage = ContainerStage(root, api, env, tui, config, config_path)
         stage.daemon_name = appliance.daemon_name
+        waited = stage.wait_mcp_ready()  # the MCP container: `docker run` is slow under load
+        print(f"container drill: the MCP container's tools taken in {waited:.2f} s after the "
+              "prompt showed")
         yield stage
 
 

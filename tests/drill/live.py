@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import shlex
 import subprocess
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,7 @@ from tests.support.claude_env import (
     TmuxClaude,
     find_claude_binary,
     make_claude_env,
+    wait_mcp_tools_taken,
 )
 from tests.support.standin_api import Reply, StandinAPI, Text, Thinking, ToolUse, prompt_script
 from tests.switching.sandbox import wait_until
@@ -36,6 +38,8 @@ REQUEST_TOOL = f"mcp__{SERVER_NAME}__thread_rebuild_request"
 BIG_OUTPUT_LINES = 40000
 #: A user's interactive shell with job control (Ctrl-C reaches only the foreground program).
 SHELL = ["bash", "--norc", "--noprofile", "-i"]
+#: How long a pressed Enter may take to empty the input box before it counts as dropped.
+ENTER_SECONDS = 5.0
 #: Claude Code writes this system record after the Stop hooks of every turn.
 STOP_SUMMARY = b'"subtype":"stop_hook_summary"'
 
@@ -123,9 +127,22 @@ class Stage:
         a deferred-tools reminder once their server is connected)."""
         return any(name in orjson.dumps(body).decode() for body in self.api.message_bodies())
 
-    def submit(self, prompt: str) -> None:
-        self.tui.wait_for("❯", timeout=60)
-        self.tui.submit(prompt)
+    def submit(self, prompt: str, timeout: float = 60) -> None:
+        """Type PROMPT, and press Enter once Claude Code's input box shows it; again while the
+        box still holds it: under load the TUI can drop an Enter that follows the typing (the
+        prompt then sits unsent in the box)."""
+        self.tui.wait_for("❯", timeout=timeout)
+        self.tui.type_text(prompt)
+        self.tui.wait_for(lambda screen: input_box(screen) == prompt, timeout)
+        deadline = time.monotonic() + timeout
+        while True:
+            self.tui.send_keys("Enter")
+            with contextlib.suppress(TimeoutError):
+                self.tui.wait_for(lambda screen: input_box(screen) != prompt, ENTER_SECONDS)
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"Claude Code kept {prompt!r} in its input box for "
+                                   f"{timeout:g} s of pressing Enter:\n{self.tui.capture()}")
 
     def turn(self, prompt: str, answer: str, timeout: float = 60) -> None:
         """Type PROMPT and wait until Claude Code has written the reply holding ANSWER and run
@@ -139,13 +156,34 @@ class Stage:
             return answer.encode() in data and data.count(STOP_SUMMARY) > before
 
         self.submit(prompt)
-        wait_until(done, timeout, what=f"the reply {answer!r} and the Stop hook")
+        try:
+            wait_until(done, timeout, what=f"the reply {answer!r} and the Stop hook")
+        except TimeoutError as exc:
+            raise TimeoutError(f"{exc}; the pane shows:\n{self.tui.capture()}") from None
+
+    def wait_mcp_ready(self, timeout: float = 60) -> float:
+        """Wait until the pane's Claude Code has our MCP server's tools: it sends its first
+        request without waiting for MCP servers, and a slow server (a `docker run` under load)
+        would miss the turn. Returns the seconds waited."""
+        session = wait_until(self.registry_session, timeout, what="Claude Code to register")
+        return wait_mcp_tools_taken(self.env, SERVER_NAME, session, timeout)
 
     def wait_ready(self, session_id: str, timeout: float = 60) -> None:
         """Wait until the pane's Claude Code runs SESSION_ID and shows its prompt."""
         wait_until(lambda: self.registry_session() == session_id, timeout,
                    what=f"the pane to run session {session_id}")
         self.tui.wait_for("❯", timeout=timeout)
+
+
+def input_box(screen: str) -> str | None:
+    """The text in Claude Code's input box: the lines between the screen's last two rules,
+    without the `❯` mark; None when no box is shown."""
+    lines = screen.splitlines()
+    rules = [i for i, line in enumerate(lines) if line.startswith("───")]
+    if len(rules) < 2:
+        return None
+    inside = " ".join(line.strip() for line in lines[rules[-2] + 1:rules[-1]])
+    return inside.removeprefix("❯").strip()
 
 
 def _read(path: Path) -> bytes:
@@ -158,7 +196,8 @@ def _read(path: Path) -> bytes:
 @contextlib.contextmanager
 def stage(root: Path, *, daemon: bool = True, pane_shell: bool = False,
           **config_overrides: Any) -> Iterator[Stage]:
-    """Everything up, Claude Code's prompt on screen; everything stopped and killed afterwards.
+    """Everything up, Claude Code's prompt on screen and our MCP server's tools taken in;
+    everything stopped and killed afterwards.
 
     ROOT (an empty directory in the temp dir) holds the Claude Code state, the config, the state
     dir and the daemon's stderr. Without DAEMON the test runs the worker itself. With
@@ -191,4 +230,7 @@ def stage(root: Path, *, daemon: bool = True, pane_shell: bool = False,
         if pane_shell:
             tui.submit(shlex.quote(claude))
         tui.wait_for("❯", timeout=60)
-        yield Stage(root, api, env, tui, config, config_path)
+        drill = Stage(root, api, env, tui, config, config_path)
+        print(f"live drill: our MCP server's tools taken in {drill.wait_mcp_ready():.2f} s "
+              "after the prompt showed")
+        yield drill

@@ -35,6 +35,8 @@ __all__ = [
     "isolated_claude_env",
     "java_string_hash",
     "make_claude_env",
+    "mcp_log_dir",
+    "mcp_log_lines",
     "project_dir_for",
     "repo_root",
     "run_print",
@@ -42,6 +44,7 @@ __all__ = [
     "tmux_available",
     "transcripts",
     "user_message_line",
+    "wait_mcp_tools_taken",
 ]
 
 #: Tools allowed without prompting in every isolated config (``claude -p`` cannot ask).
@@ -288,6 +291,57 @@ def transcripts(env: ClaudeEnv) -> list[Path]:
     if not folder.is_dir():
         return []
     return sorted(folder.glob("*.jsonl"), key=lambda p: p.stat().st_mtime_ns)
+
+
+# ------------------------------------------------------------------------------ MCP readiness
+
+#: The interactive Claude Code logs this to its MCP log once the server's connection result,
+#: with the server's tools, is in its state (the tools of later requests): the channel gate that
+#: runs right after that update says it either registered or skipped channel notifications.
+MCP_TOOLS_TAKEN = "Channel notifications "
+def mcp_log_dir(env: ClaudeEnv, server: str) -> Path:
+    """Where Claude Code writes its own log of the MCP server SERVER, one JSON-lines file per
+    process: ``$HOME/.cache/claude-cli-nodejs/<enc(cwd)>/mcp-logs-<server>/``."""
+    return (env.home / ".cache" / "claude-cli-nodejs" / encode_project_path(str(env.cwd))
+            / f"mcp-logs-{server}")
+
+
+def mcp_log_lines(env: ClaudeEnv, server: str, session_id: str) -> list[str]:
+    """The ``debug`` texts Claude Code logged for SERVER while running SESSION_ID, in order."""
+    lines: list[str] = []
+    folder = mcp_log_dir(env, server)
+    for path in sorted(folder.glob("*.jsonl")) if folder.is_dir() else []:
+        for raw in path.read_text(errors="replace").splitlines():
+            try:
+                record = json.loads(raw)
+            except json.JSONDecodeError:
+                continue  # a line being written
+            if isinstance(record, dict) and record.get("sessionId") == session_id:
+                lines.append(str(record.get("debug") or record.get("error") or ""))
+    return lines
+
+
+def wait_mcp_tools_taken(env: ClaudeEnv, server: str, session_id: str,
+                         timeout: float = 60) -> float:
+    """Seconds until the interactive Claude Code running SESSION_ID has connected SERVER and
+    taken its tools in, so that the next request announces them.
+
+    Claude Code does not wait for MCP servers before a turn: a prompt typed earlier goes out
+    without the server's tools. The bound is Claude Code's own connection timeout (30 s) plus
+    room for one background retry of a slow server; the error shows Claude Code's MCP log.
+    """
+    started = time.monotonic()
+    while True:
+        lines = mcp_log_lines(env, server, session_id)
+        if any(line.startswith(MCP_TOOLS_TAKEN) for line in lines):
+            return time.monotonic() - started
+        if time.monotonic() - started > timeout:
+            raise TimeoutError(
+                f"Claude Code did not take in the tools of the MCP server {server!r} within "
+                f"{timeout:g} s of session {session_id} showing its prompt (no line starting "
+                f"{MCP_TOOLS_TAKEN!r} in {mcp_log_dir(env, server)}); its log says:\n"
+                + ("\n".join(lines[-20:]) or "(nothing)"))
+        time.sleep(0.1)
 
 
 # ---------------------------------------------------------------------------------- claude -p
