@@ -76,7 +76,7 @@ def test_a_state_dir_of_another_user_is_refused(inst: Instance) -> None:
 
 
 def test_a_folder_of_the_state_dir_open_to_others_is_refused(inst: Instance) -> None:
-    assert inst.cli("status").returncode == 0  # creates the store, 0700 throughout
+    service.open_store(inst.config)  # the store as the daemon makes it, 0700 throughout
     operations = inst.config.state_dir / "operations"
     operations.chmod(0o777)
     done = inst.cli("status")
@@ -106,7 +106,7 @@ def test_a_planted_record_whose_session_id_leads_outside_deletes_nothing(inst: I
     important = [victim / "important.jsonl", victim / f"important{MANIFEST_SUFFIX}"]
     for path in important:
         path.write_text("the user's own file\n")
-    assert inst.cli("status").returncode == 0
+    service.open_store(inst.config)  # read-only commands create nothing
     planted = plant(inst, new_session_id="../victim/important", switch_target=None)
 
     served = inst.cli("serve", "--once")  # the daemon's start runs recovery

@@ -24,7 +24,7 @@ from .model import (
     utcnow,
 )
 from .stop_input import StopHookInput, check_stop
-from .store import OperationStore, StrayFile
+from .store import OperationStore, StrayFile, UntrustedStateDir, trust_problem
 
 S = OperationStatus
 REBUILD_WORD = "REBUILD"
@@ -42,6 +42,9 @@ def _reading_store(config: Config, operation_id: str | None = None) -> Operation
     reading creates nothing. A malformed id, or any id before there is a store, is refused."""
     if operation_id is not None:
         _checked_id(operation_id)
+    for folder in (config.state_dir, config.state_dir / "operations"):
+        if folder.is_dir() and (problem := trust_problem(folder)):
+            raise UntrustedStateDir(f"state dir not trusted: {problem}")
     if not (config.state_dir / "operations").is_dir():
         if operation_id is not None:
             raise OperationNotFound(f"no operation {operation_id!r}")
