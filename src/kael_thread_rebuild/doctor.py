@@ -354,7 +354,13 @@ def check_state_dir(facts: Facts) -> Check:
 
 
 def check_target(facts: Facts) -> Check:
-    name, base, identity = "target", facts.base, facts.identity
+    name = "target"
+    pointer = facts.config.resume_pointer_path
+    if pointer is not None and str(pointer.parent) in facts.unmounted:
+        return _skip(name, f"not checked here: {pointer.parent} is not mounted in this container "
+                           "(the MCP server only reads); image/run-doctor.sh and the installer's "
+                           "doctor check it")
+    base, identity = facts.base, facts.identity
     if isinstance(base, str):
         return _fail(name, base, "choose activation 'tmux' or 'pointer'")
     if isinstance(identity, str):

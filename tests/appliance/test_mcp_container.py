@@ -37,15 +37,20 @@ def test_the_real_client_lists_the_seven_tools_then_the_container_goes(
             init = await client.initialize()
             tools = await client.list_tools()
             plan = await client.call_tool("thread_rebuild_plan", {})
-            return init, (tools, plan)
+            doctor = await client.call_tool("thread_rebuild_doctor", {})
+            return init, (tools, plan, doctor)
 
-    init, (tools, plan) = anyio.run(session)
+    init, (tools, plan, doctor) = anyio.run(session)
     closed = time.monotonic()
     assert init.server_info.name == "kael-thread-rebuild"
     assert {tool.name for tool in tools.tools} == SEVEN
     report = plan.structured_content
     assert not plan.is_error and report is not None
     assert report["source_session_id"] == household.transcript.stem
+    # The pointer dir is not mounted in the MCP container: its doctor says so, as a skip.
+    assert doctor.structured_content is not None
+    (target,) = [c for c in doctor.structured_content["checks"] if c["name"] == "target"]
+    assert target["skipped"] and f"{household.pointer.parent} is not mounted" in target["detail"]
     engine.wait_gone(lambda: appliance.containers("mcp"),
                      GONE_WITHIN_SECONDS - (time.monotonic() - closed))
 
