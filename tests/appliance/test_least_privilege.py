@@ -6,21 +6,28 @@ Code, run as that user, gets the seven tools and its Stop reaches the daemon, wh
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import orjson
 
 from kael_thread_rebuild.doctor import SERVER_NAME
 from tests.drill import procs
-from tests.guard import MARK, TEST_SOCKET_PREFIX
 from tests.support.claude_env import DEFAULT_ALLOW, find_claude_binary, make_claude_env
 from tests.support.standin_api import StandinAPI
 from tests.test_mcp_server import SEVEN
 
 from . import engine
 from .household import Household, make_household
-from .sudo_household import PATH, UID, WRAPPER, SudoHousehold, sudo_household
+from .sudo_household import (
+    LIBEXEC,
+    PATH,
+    UID,
+    WRAPPER,
+    SudoHousehold,
+    claude_instance,
+    give_to_claude_user,
+    sudo_household,
+)
 from .test_mcp_container import INITIALIZE
 
 DENIED = b"permission denied while trying to connect to the Docker daemon socket"
@@ -48,6 +55,35 @@ def test_the_claude_user_cannot_use_docker(tmp_path: Path, appliance: engine.Ins
                  if "NOPASSWD" in line]
         assert rules == [f"(root) NOPASSWD: {WRAPPER} mcp {appliance.name}, "
                          f"{WRAPPER} hook {appliance.name}"], done.stdout
+
+
+def test_doctor_checks_the_claude_users_access(
+        tmp_path: Path, appliance: engine.Instance) -> None:
+    household = make_household(tmp_path, appliance.name, UID, UID)
+    with sudo_household(tmp_path, appliance) as home:
+        _allowed(home, household)
+        check = home.doctor(household.config_path)["claude_access"]
+        assert check["ok"] and not check["skipped"], check
+        assert check["detail"].startswith("the Claude user household is in no docker group, "
+                                          "cannot use unix:///var/run/docker.sock (permission "
+                                          "denied"), check
+        assert check["detail"].endswith(f"sudo lets it run {WRAPPER} mcp|hook {appliance.name}")
+
+        home.join_docker_group()
+        check = home.doctor(household.config_path)["claude_access"]
+        assert not check["ok"], check
+        assert check["detail"].startswith("the Claude user household (uid 1000) is in the docker "
+                                          "group, which is root on this host; the Claude user "
+                                          "household (uid 1000) can use the Docker socket")
+        assert "gpasswd --delete household docker" in check["fix"]
+
+        home.run("gpasswd", "--delete", "household", "docker")
+        home.run(f"{LIBEXEC}/allow-user.sh", "--remove", "--config", str(household.config_path))
+        check = home.doctor(household.config_path)["claude_access"]
+        assert not check["ok"] and check["detail"] == (
+            f"sudo does not let the Claude user household (uid 1000) run `{WRAPPER} mcp "
+            f"{appliance.name}` and `{WRAPPER} hook {appliance.name}`, so its MCP server or Stop "
+            "hook cannot reach the appliance"), check
 
 
 def test_the_wrapper_runs_only_its_fixed_commands(
@@ -90,21 +126,11 @@ def test_real_claude_as_the_claude_user_gets_the_tools_and_its_stop_switches(
         tmp_path: Path, appliance: engine.Instance) -> None:
     with StandinAPI() as api, sudo_household(tmp_path, appliance,
                                              find_claude_binary()) as home:
-        env = make_claude_env(tmp_path / "claude", api.url)
-        env.project_dir.mkdir(parents=True)
-        state, pointer = tmp_path / "state", tmp_path / "pointer" / "session"
-        state.mkdir(mode=0o700)
-        pointer.parent.mkdir()
-        pointer.write_text("none-yet\n")
-        config_path = tmp_path / "kael.toml"
-        config = procs.write_config(config_path, {
-            "instance": appliance.name, "project_dir": env.project_dir,
-            "claude_config_dir": env.config_dir, "claude_workdir": env.cwd,
-            "state_dir": state, "activation": "pointer", "resume_pointer_path": pointer,
-            "health_window_seconds": 0.5, "poll_interval_seconds": 0.1,
-            "tmux_target": f"{MARK}-unused:0.0",
-            "tmux_socket": f"{TEST_SOCKET_PREFIX}{MARK}-unused"})
-        config_path.chmod(0o644)
+        env, config, config_path = claude_instance(
+            tmp_path, appliance.name, api.url, health_window_seconds=0.5,
+            poll_interval_seconds=0.1)
+        state, pointer = config.state_dir, config.resume_pointer_path
+        assert pointer is not None
         mcp, hook = home.allow(config_path)
         assert hook.startswith(f"kael-hook --instance {appliance.name} --run {WRAPPER} ")
         env = make_claude_env(
@@ -112,11 +138,12 @@ def test_real_claude_as_the_claude_user_gets_the_tools_and_its_stop_switches(
             mcp_servers={SERVER_NAME: {"type": "stdio", "command": mcp[0], "args": mcp[1:]}},
             settings={"hooks": {"Stop": [{"hooks": [
                 {"type": "command", "command": hook, "timeout": 10}]}]}})
-        for path in (tmp_path / "claude", state, pointer.parent):
-            for walk_root, dirs, files in os.walk(path):
-                for entry in (walk_root, *(os.path.join(walk_root, f) for f in dirs + files)):
-                    os.chown(entry, UID, UID)
-        claude_env = {**env.env, "PATH": PATH, "USER": "household"}
+        give_to_claude_user(tmp_path / "claude")
+        # Claude Code connects MCP servers without waiting by default; a cold container start on
+        # a loaded machine takes seconds, and a one-turn `claude -p` would be over before the
+        # tools are announced. Make it wait (up to 60 s), as an interactive session has time to.
+        claude_env = {**env.env, "PATH": PATH, "USER": "household",
+                      "MCP_CONNECTION_NONBLOCKING": "false", "MCP_TIMEOUT": "60000"}
         appliance.run_daemon(config_path, f"{UID}:{UID}")
         engine.wait_for_log(state / "worker.log", "daemon ready")
 

@@ -218,12 +218,12 @@ def test_appliance_converges_and_reruns_unchanged(tmp_path: Path, household: Hou
         # check against the live process, the Stop hook (kael-hook), the MCP registration, the
         # orphaned MCP containers and the versions from the host's Docker engine.
         assert first.failed == 0, first.out[-4000:]
-        assert f"{name}: doctor green, 12 ok, skipped: none" in first.out, first.out[-4000:]
+        assert f"{name}: doctor green, 13 ok, skipped: none" in first.out, first.out[-4000:]
         again = playbook(tmp_path, inv, "install.yml")
         assert (again.failed, again.changed) == (0, 0), (again.changed_tasks, again.out[-4000:])
         doctor = playbook(tmp_path, inv, "doctor.yml", "--check")
         assert (doctor.failed, doctor.changed) == (0, 0), doctor.out[-4000:]
-        assert f"{name}: doctor green, 12 ok, skipped: none" in doctor.out
+        assert f"{name}: doctor green, 13 ok, skipped: none" in doctor.out
 
         # A leftover MCP server container of this instance fails the host, listed like the rest.
         subprocess.run(["docker", "create", "--label", "io.kael-thread-rebuild.role=mcp",
