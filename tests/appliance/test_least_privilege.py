@@ -2,17 +2,27 @@
 docker group, it cannot use Docker at all (`docker ps`, `docker run -v /:/host …`), its only way
 to the appliance is the root-owned wrapper through sudo, which runs exactly the instance's two
 fixed commands and refuses any other argument, instance or image; through it the real Claude
-Code, run as that user, gets the seven tools and its Stop reaches the daemon, which switches."""
+Code, run as that user (`claude -p`, and interactive in a tmux pane), connects to the MCP server,
+is told the seven tools, and its Stop reaches the daemon, which switches; doctor checks it."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
 
+from kael_thread_rebuild.config import Config
 from kael_thread_rebuild.doctor import SERVER_NAME
 from tests.drill import procs
-from tests.support.claude_env import DEFAULT_ALLOW, find_claude_binary, make_claude_env
+from tests.guard import MARK
+from tests.support.claude_env import (
+    DEFAULT_ALLOW,
+    ClaudeEnv,
+    find_claude_binary,
+    make_claude_env,
+)
 from tests.support.standin_api import StandinAPI
 from tests.test_mcp_server import SEVEN
 
@@ -122,53 +132,121 @@ def test_the_wrapper_runs_only_its_fixed_commands(
         engine.wait_gone(lambda: appliance.containers("mcp"), 5)
 
 
-def test_real_claude_as_the_claude_user_gets_the_tools_and_its_stop_switches(
+def _wired(tmp_path: Path, appliance: engine.Instance, api: StandinAPI,
+           home: SudoHousehold) -> tuple[ClaudeEnv, Config, dict[str, str]]:
+    """A pointer-base instance over a real Claude Code layout, wired as the installer wires it:
+    the MCP server and the Stop hook through the wrapper; its daemon running. (The Claude
+    env, the config, the environment Claude Code runs with in the household.)"""
+    # Claude Code writes its transcript's last lines after the Stop hook has returned; on a
+    # loaded machine later than the default quiet time of 0.5 s, and the engine then refuses the
+    # switch ("the source transcript changed after prepare"). Wait for 4 s of quiet here.
+    env, config, config_path = claude_instance(
+        tmp_path, appliance.name, api.url, health_window_seconds=0.5, poll_interval_seconds=0.1,
+        stability_samples=3, stability_interval_seconds=2.0)
+    mcp, hook = home.allow(config_path)
+    assert hook.startswith(f"kael-hook --instance {appliance.name} --run {WRAPPER} ")
+    env = make_claude_env(
+        tmp_path / "claude", api.url, allow=(*DEFAULT_ALLOW, f"mcp__{SERVER_NAME}"),
+        mcp_servers={SERVER_NAME: {"type": "stdio", "command": mcp[0], "args": mcp[1:]}},
+        settings={"hooks": {"Stop": [{"hooks": [
+            {"type": "command", "command": hook, "timeout": 10}]}]}})
+    give_to_claude_user(tmp_path / "claude")
+    appliance.run_daemon(config_path, f"{UID}:{UID}")
+    engine.wait_for_log(config.state_dir / "worker.log", "daemon ready")
+    return env, config, {**env.env, "PATH": PATH, "USER": "household"}
+
+
+def _told_every_tool(api: StandinAPI) -> list[str]:
+    """The seven tools the model was not told of (MCP tools are deferred: the model is told
+    their names once the server is connected)."""
+    told = orjson.dumps(api.message_bodies()).decode()
+    return [name for name in sorted(SEVEN) if f"mcp__{SERVER_NAME}__{name}" not in told]
+
+
+def _request_and_wait(appliance: engine.Instance, config: Config, stop: Callable[[], None],
+                      session: str) -> None:
+    """Request a rebuild, let STOP make Claude Code stop, and see the daemon switch the
+    pointer on that Stop, which the wrapper delivered."""
+    assert config.resume_pointer_path is not None
+    config.resume_pointer_path.write_text(f"{session}\n")
+    code, out = appliance.exec_cli("request", "--reason", "least privilege", "--confirm",
+                                   "REBUILD")
+    assert code == 0, out
+    stop()
+    op = procs.wait_for_status(config, procs.SETTLED, timeout=90)
+    assert op.status.value == "activated", op.error
+    assert op.new_session_id is not None and op.hook is not None
+    assert op.hook.session_id == session
+    assert config.resume_pointer_path.read_text().strip() == op.new_session_id
+    assert procs.log_lines(config, "hook.log") == [
+        f"hook-stop: operation {op.operation_id} -> scheduled"]
+
+
+def test_real_claude_as_the_claude_user_connects_and_its_stop_switches(
         tmp_path: Path, appliance: engine.Instance) -> None:
     with StandinAPI() as api, sudo_household(tmp_path, appliance,
                                              find_claude_binary()) as home:
-        env, config, config_path = claude_instance(
-            tmp_path, appliance.name, api.url, health_window_seconds=0.5,
-            poll_interval_seconds=0.1)
-        state, pointer = config.state_dir, config.resume_pointer_path
-        assert pointer is not None
-        mcp, hook = home.allow(config_path)
-        assert hook.startswith(f"kael-hook --instance {appliance.name} --run {WRAPPER} ")
-        env = make_claude_env(
-            tmp_path / "claude", api.url, allow=(*DEFAULT_ALLOW, f"mcp__{SERVER_NAME}"),
-            mcp_servers={SERVER_NAME: {"type": "stdio", "command": mcp[0], "args": mcp[1:]}},
-            settings={"hooks": {"Stop": [{"hooks": [
-                {"type": "command", "command": hook, "timeout": 10}]}]}})
-        give_to_claude_user(tmp_path / "claude")
-        # Claude Code connects MCP servers without waiting by default; a cold container start on
-        # a loaded machine takes seconds, and a one-turn `claude -p` would be over before the
-        # tools are announced. Make it wait (up to 60 s), as an interactive session has time to.
-        claude_env = {**env.env, "PATH": PATH, "USER": "household",
-                      "MCP_CONNECTION_NONBLOCKING": "false", "MCP_TIMEOUT": "60000"}
-        appliance.run_daemon(config_path, f"{UID}:{UID}")
-        engine.wait_for_log(state / "worker.log", "daemon ready")
-
+        env, config, claude_env = _wired(tmp_path, appliance, api, home)
         first = home.as_claude("claude", "-p", "--", "hello from the household",
                                env=claude_env, workdir=env.cwd)
         assert first.returncode == 0, first
-        # MCP tools are deferred: the model is told their names once the server is connected.
-        told = orjson.dumps(api.message_bodies()).decode()
-        assert [name for name in sorted(SEVEN) if f"mcp__{SERVER_NAME}__{name}" not in told] == []
+        # The real Claude Code, as the Claude user, starts the server through the wrapper.
+        listed = home.as_claude("claude", "mcp", "list", env=claude_env, workdir=env.cwd)
+        assert f"{SERVER_NAME}: sudo -n {WRAPPER} mcp {appliance.name} - ✔ Connected" in \
+            listed.stdout.decode(), listed
         (transcript,) = env.project_dir.glob("*.jsonl")
-        session = transcript.stem
-        pointer.write_text(f"{session}\n")
 
-        code, out = appliance.exec_cli("request", "--reason", "least privilege", "--confirm",
-                                       "REBUILD")
-        assert code == 0, out
-        second = home.as_claude("claude", "-p", "--resume", session, "--", "and now a Stop",
-                                env=claude_env, workdir=env.cwd)
-        assert second.returncode == 0, second
+        def stop() -> None:
+            second = home.as_claude("claude", "-p", "--resume", transcript.stem, "--",
+                                    "and now a Stop", env=claude_env, workdir=env.cwd)
+            assert second.returncode == 0, second
 
-        op = procs.wait_for_status(config, procs.SETTLED, timeout=90)
-        assert op.status.value == "activated", op.error
-        assert op.new_session_id is not None and op.hook is not None
-        assert op.hook.session_id == session
-        assert pointer.read_text().strip() == op.new_session_id
-        assert procs.log_lines(config, "hook.log") == [
-            f"hook-stop: operation {op.operation_id} -> scheduled"]
+        _request_and_wait(appliance, config, stop, transcript.stem)
         engine.wait_gone(lambda: appliance.containers("mcp"), 10)
+
+
+def test_real_claude_in_a_tmux_pane_as_the_claude_user_reaches_the_appliance(
+        tmp_path: Path, appliance: engine.Instance) -> None:
+    """Interactive in a tmux pane, i.e. with a terminal (where sudo's default use_pty would put
+    a pseudo-terminal between Claude Code and the MCP server): the tools, the Stop, the switch."""
+    with StandinAPI() as api, sudo_household(tmp_path, appliance,
+                                             find_claude_binary()) as home:
+        env, config, claude_env = _wired(tmp_path, appliance, api, home)
+        socket = tmp_path / "tmux" / "socket"
+        socket.parent.mkdir(mode=0o700)
+        give_to_claude_user(socket.parent)
+        pane = f"{MARK}-least-privilege:0.0"
+
+        def tmux(*args: str) -> str:
+            done = home.as_claude("tmux", "-S", str(socket), *args)
+            assert done.returncode == 0, done
+            return done.stdout.decode()
+
+        def screen_shows(text: str, timeout: float = 90) -> None:
+            deadline = time.monotonic() + timeout
+            while text not in (shown := tmux("capture-pane", "-p", "-t", pane)):
+                assert time.monotonic() < deadline, f"no {text!r} on the screen:\n{shown}"
+                time.sleep(0.5)
+
+        tmux("new-session", "-d", "-s", pane.partition(":")[0], "-x", "200", "-y", "50",
+             "-c", str(env.cwd), "env", *(f"{key}={value}" for key, value in claude_env.items()),
+             "claude")
+        def say(text: str) -> None:
+            tmux("send-keys", "-t", pane, "-l", text)
+            tmux("send-keys", "-t", pane, "Enter")
+
+        screen_shows("❯")
+        # The server connects in the background (a cold container start takes seconds on a
+        # loaded machine); the next request after that tells the model of its tools.
+        for turn in range(8):
+            say(f"ping {turn}")
+            screen_shows(f"): ping {turn}")  # the stand-in's reply quotes the prompt
+            if not _told_every_tool(api):
+                break
+        assert _told_every_tool(api) == []
+        (transcript,) = env.project_dir.glob("*.jsonl")
+
+        _request_and_wait(appliance, config, lambda: say("and now a Stop"), transcript.stem)
+        assert [c.status for c in appliance.containers("mcp")] == ["running"]
+        tmux("kill-server")
+        engine.wait_gone(lambda: appliance.containers("mcp"), 15)
