@@ -14,7 +14,14 @@ from typing import Any
 
 import yaml
 
-from kael_thread_rebuild.doctor import SERVER_NAME
+from kael_thread_rebuild.config import Config
+from kael_thread_rebuild.doctor import (
+    HOST_FACTS_ENV,
+    SERVER_NAME,
+    Check,
+    check_claude_access,
+    run_doctor,
+)
 from tests.support.claude_env import find_claude_binary
 
 from . import engine
@@ -33,18 +40,27 @@ REPO = engine.REPO
 VENV_BIN = REPO / ".venv" / "bin"
 ETC = "/etc/kael-thread-rebuild"
 PLAY = [{"hosts": "household", "gather_facts": True, "roles": ["kael_claude"]}]
+#: What the installer's doctor role gathers of the Claude user's access, saved as JSON in ACCESS.
+ACCESS_PLAY = [{"hosts": "household", "gather_facts": True, "tasks": [
+    {"name": "Gather", "ansible.builtin.include_role": {"name": "kael_doctor",
+                                                       "tasks_from": "claude_access.yml"},
+     "vars": {"kael_item": "{{ kael_detect_found[0] }}"}},
+    {"name": "Save", "ansible.builtin.copy": {
+        "content": "{{ kael_doctor_claude_access | to_json }}", "dest": "{{ access }}",
+        "mode": "0644"}}]}]
 
 
-def _playbook(tmp_path: Path, home: SudoHousehold, item: dict[str, Any],
-              state: str) -> subprocess.CompletedProcess[str]:
+def _playbook(tmp_path: Path, home: SudoHousehold, item: dict[str, Any], state: str,
+              play_text: list[dict[str, Any]] = PLAY) -> subprocess.CompletedProcess[str]:
     inventory = tmp_path / "inventory.yml"
     inventory.write_text(yaml.safe_dump({"household": {"hosts": {home.name: {
         "ansible_connection": "community.docker.docker",
         "ansible_python_interpreter": "/usr/bin/python3"}}}}))
     play = tmp_path / "play.yml"
-    play.write_text(yaml.safe_dump(PLAY))
+    play.write_text(yaml.safe_dump(play_text))
     extra = tmp_path / f"vars-{state}.json"
     extra.write_text(json.dumps({
+        "access": str(tmp_path / "access.json"),
         "kael_detect_found": [item], "kael_claude_state": state,
         "kael_image_dir": str(engine.IMAGE_DIR), "kael_image": home.appliance.image,
         "kael_remove_from_docker_group": True, "kael_install_sudo": False}))
@@ -56,6 +72,19 @@ def _playbook(tmp_path: Path, home: SudoHousehold, item: dict[str, Any],
     return subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", str(inventory), str(play),
                            "-e", f"@{extra}"], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=600, check=False)
+
+
+def _doctor_sees(tmp_path: Path, home: SudoHousehold, item: dict[str, Any],
+                 config: Config) -> Check:
+    """The installer's doctor role gathers the Claude user's access in the household; doctor's
+    claude_access check on those facts."""
+    done = _playbook(tmp_path, home, item, "present", ACCESS_PLAY)
+    assert done.returncode == 0, done.stdout[-4000:]
+    facts = {"claude_access": json.loads((tmp_path / "access.json").read_text())}
+    report = run_doctor(config, checks=[check_claude_access],
+                        environ={HOST_FACTS_ENV: json.dumps(facts)})
+    (check,) = report.checks
+    return check
 
 
 def test_the_installer_wires_the_wrapper_and_takes_the_docker_group_away(
@@ -77,6 +106,10 @@ def test_the_installer_wires_the_wrapper_and_takes_the_docker_group_away(
                         installed=("kael-hook", "lib.sh", "mcp-command.sh")) as home:
         home.join_docker_group()  # what an earlier install did
         assert home.as_claude("docker", "ps").returncode == 0  # root on the host, until now
+        before = _doctor_sees(tmp_path, home, item, config)
+        assert not before.ok and "is in the docker group" in before.detail, before
+        assert "can use the Docker socket unix:///var/run/docker.sock (docker version " \
+               "answered" in before.detail and "sudo does not let" in before.detail, before
         assert home.run("install", "-d", "-m", "0755", ETC).returncode == 0  # kael_appliance's
 
         done = _playbook(tmp_path, home, item, "present")
@@ -100,6 +133,10 @@ def test_the_installer_wires_the_wrapper_and_takes_the_docker_group_away(
             assert home.run("cat", installed).stdout.endswith(b"\n"), installed
         assert home.run("cmp", WRAPPER, "-", stdin=(engine.IMAGE_DIR / "kael-run").read_bytes()
                         ).returncode == 0
+        after = _doctor_sees(tmp_path, home, item, config)
+        assert after.ok and after.detail.startswith(
+            f"the Claude user {USER} is in no docker group, cannot use "
+            "unix:///var/run/docker.sock (permission denied"), after
         # The real Claude Code, as the Claude user, starts the server through the wrapper.
         listed = home.as_claude("claude", "mcp", "list", env=claude_env, workdir=claude.cwd)
         line = next(line for line in listed.stdout.decode().splitlines()
