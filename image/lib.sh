@@ -76,3 +76,19 @@ kael_config_path() {
   [ -f "$config" ] || { echo "$prog: config $config not found" >&2; exit 2; }
   printf '%s/%s\n' "$(cd "$(dirname "$config")" && pwd)" "$(basename "$config")"
 }
+
+# kael_sudoers_name INSTANCE -> the file name of the instance's rule in /etc/sudoers.d (sudo skips
+# names holding a dot).
+kael_sudoers_name() {
+  printf 'kael-thread-rebuild-%s\n' "${1//./_}"
+}
+
+# kael_sudoers_rule UID WRAPPER INSTANCE -> the sudoers rule on stdout: the Claude user (by uid)
+# may run, as root and without a password, exactly `WRAPPER mcp INSTANCE` and
+# `WRAPPER hook INSTANCE` (no other argument matches); no pseudo-terminal in between, so stdio
+# goes straight through (docs/security.md).
+kael_sudoers_rule() {
+  printf '%s\n' "# kael-thread-rebuild, instance $3: the MCP server and the Stop hook, nothing else" \
+    "Defaults!$2 !use_pty" \
+    "#$1 ALL=(root) NOPASSWD: $2 mcp $3, $2 hook $3"
+}

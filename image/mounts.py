@@ -21,6 +21,11 @@ doctor's one-off container (`--for doctor`, gone within seconds) mounts the file
 daemon and the MCP server containers name it in $KAEL_UNMOUNTED instead, and doctor there says
 that it cannot see it rather than that the registration is missing. Mounting the whole home
 directory instead would show the container everything the Claude user keeps there.
+
+The MCP server only reads what Claude Code wrote (it plans, reports and records requests in the
+state dir): its container gets the project dir read-only and no pointer dir at all (the pointer
+is the daemon's to write); that dir is named in $KAEL_UNMOUNTED too, so its doctor tool skips the
+target rather than failing it.
 """
 
 from __future__ import annotations
@@ -40,10 +45,11 @@ PURPOSES = ("daemon", "mcp", "doctor")
 
 def facts(config: Config, config_path: Path, uid: int,
           purpose: str = "daemon") -> list[tuple[str, ...]]:
+    reads_only = purpose == "mcp"
     lines: list[tuple[str, ...]] = [
         ("instance", config.instance),
         ("state", str(config.state_dir)),
-        ("mount", str(config.project_dir), "rw"),
+        ("mount", str(config.project_dir), "ro" if reads_only else "rw"),
         ("mount", str(config.state_dir), "rw"),
         ("mount", str(config_path), "ro"),
     ]
@@ -54,10 +60,11 @@ def facts(config: Config, config_path: Path, uid: int,
     config_dir = config.claude_config_dir or Path.home() / ".claude"
     lines.append(("mount" if config.claude_config_dir else "optional", str(config_dir), "ro"))
     beside = [str(path) for path in global_state_files(config_dir) if path.parent != config_dir]
+    unmounted = []
     if purpose == "doctor":
         lines += [("optional", path, "ro") for path in beside]
-    elif beside:
-        lines.append(("env", f"{UNMOUNTED_ENV}={os.pathsep.join(beside)}"))
+    else:
+        unmounted += beside
     if config.claude_workdir is not None:
         lines.append(("mount", str(config.claude_workdir), "ro"))
     if config.activation is Activation.tmux:
@@ -67,7 +74,10 @@ def facts(config: Config, config_path: Path, uid: int,
         else:  # -L NAME or the default socket: tmux's own directory for the uid
             lines.append(("mount", f"/tmp/tmux-{uid}", "rw"))
     if config.resume_pointer_path is not None:
-        lines.append(("mount", str(config.resume_pointer_path.parent), "rw"))
+        if reads_only:
+            unmounted.append(str(config.resume_pointer_path.parent))
+        else:
+            lines.append(("mount", str(config.resume_pointer_path.parent), "rw"))
     if config.activation is Activation.systemd:
         if config.systemd_bus is SystemdBus.system:
             lines.append(("mount", "/run/dbus", "rw"))
@@ -76,6 +86,8 @@ def facts(config: Config, config_path: Path, uid: int,
             lines.append(("mount", f"/run/user/{uid}", "rw"))
             lines.append(("env", f"XDG_RUNTIME_DIR=/run/user/{uid}"))
             lines.append(("env", f"DBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/{uid}/bus"))
+    if unmounted:
+        lines.append(("env", f"{UNMOUNTED_ENV}={os.pathsep.join(unmounted)}"))
     return lines
 
 
@@ -87,7 +99,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="the Claude user's uid (for tmux's default socket dir, user bus)")
     parser.add_argument("--for", dest="purpose", choices=PURPOSES, default="daemon",
                         help="the container's role: doctor's one-off container also mounts "
-                             "~/.claude.json (default: daemon)")
+                             "~/.claude.json; the MCP server's gets the project dir read-only "
+                             "and no pointer dir (default: daemon)")
     args = parser.parse_args(argv)
     try:
         config = load_config(args.config)

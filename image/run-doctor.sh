@@ -5,25 +5,29 @@
 # ~/.claude.json when Claude Code keeps it there (a long-running container must not mount it:
 # see image/mounts.py). The daemon itself never shares the host's pid namespace.
 #
-#   image/run-doctor.sh --config CFG [--user UID:GID] [--image IMAGE] [-- DOCTOR ARGS (e.g. --json)]
+#   image/run-doctor.sh --config CFG [--user UID:GID] [--image IMAGE] [--wrapper PATH]
+#                       [-- DOCTOR ARGS (e.g. --json)]
 #
-# Before that it asks the host's Docker engine what no container can see, and hands it to doctor
-# as JSON in $KAEL_HOST_FACTS: the instance's MCP server containers (orphaned ones), its daemon
-# container (image, state, the engine version inside it) and IMAGE, the installed image.
-# Exit status: doctor's (0 when every check passes).
+# Before that it asks the host what no container can see, and hands it to doctor as JSON in
+# $KAEL_HOST_FACTS: from the Docker engine the instance's MCP server containers (orphaned ones),
+# its daemon container (image, state, the engine version inside it) and IMAGE, the installed
+# image; and the Claude user's access (run as root: its groups, `docker version` tried as that
+# user, and whether sudo lets it run WRAPPER mcp|hook INSTANCE, default
+# /usr/local/lib/kael-thread-rebuild/kael-run). Exit status: doctor's (0 when every check passes).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 # shellcheck source=lib.sh source-path=SCRIPTDIR
 . "$here/lib.sh"
 
-config="" user="" image="$KAEL_IMAGE_DEFAULT"
+config="" user="" image="$KAEL_IMAGE_DEFAULT" wrapper=/usr/local/lib/kael-thread-rebuild/kael-run
 while [ $# -gt 0 ]; do
   case "$1" in
     --config) config="$2"; shift ;;
     --user) user="$2"; shift ;;
     --image) image="$2"; shift ;;
+    --wrapper) wrapper="$2"; shift ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "run-doctor: unknown argument: $1" >&2; exit 2 ;;
   esac
   shift
@@ -67,8 +71,40 @@ host_facts() {
   mcps=$(docker ps -a --filter "label=$KAEL_LABEL_PREFIX.role=mcp" --filter "$by" --format \
     '{"id":{{json .ID}},"name":{{json .Names}},"state":{{json .State}},"status":{{json .Status}}}' \
     | paste -sd, -)
-  printf '{"collected_by":"run-doctor.sh","installed_image":%s,"daemons":[%s],"mcp_containers":[%s]}' \
-    "$installed" "$daemons" "$mcps"
+  printf '{"collected_by":"run-doctor.sh","installed_image":%s,"daemons":[%s],"mcp_containers":[%s],"claude_access":%s}' \
+    "$installed" "$daemons" "$mcps" "$(claude_access "${user%%:*}" "${user##*:}" "$instance")"
+}
+
+# claude_access UID GID INSTANCE -> the JSON of kael_thread_rebuild.doctor.ClaudeAccess: the
+# Claude user's groups, whether it can use the Docker socket (`docker version` tried as that
+# user, with nothing of this environment), and which of the wrapper's two lines of INSTANCE sudo
+# allows it (`sudo -l -U`, which runs nothing). Only root can try them for another user.
+claude_access() {
+  local uid="$1" gid="$2" instance="$3" name="" groups="" reach=null detail allowed="" line
+  local socket="${DOCKER_HOST:-unix:///var/run/docker.sock}"
+  name="$(getent passwd "$uid" | cut -d: -f1 || true)"
+  if [ -n "$name" ]; then
+    groups="$(for line in $(id -Gn "$name" 2>/dev/null); do json_string "$line"; echo; done | paste -sd, -)"
+  fi
+  if [ "$uid" -eq "$(id -u)" ]; then
+    reach=true detail="this doctor was started through Docker by that very user"
+  elif [ "$(id -u)" -ne 0 ] || [ -z "$name" ]; then
+    detail="only root can try it for uid $uid"
+  elif detail="$(setpriv --reuid="$uid" --regid="$gid" --init-groups env -i PATH="$PATH" \
+      timeout 10 docker -H "$socket" version --format '{{.Server.Version}}' 2>&1)"; then
+    reach=true detail="docker version answered: $detail"
+  else
+    reach=false detail="$(printf '%s\n' "$detail" | sed -n '/./{p;q;}')"
+  fi
+  for line in mcp hook; do
+    if [ "$(id -u)" -eq 0 ] && [ -n "$name" ] \
+        && sudo -n -l -U "$name" "$wrapper" "$line" "$instance" >/dev/null 2>&1; then
+      allowed="$allowed${allowed:+,}$(json_string "$line $instance")"
+    fi
+  done
+  printf '{"user":%s,"uid":%s,"groups":[%s],"socket":%s,"socket_reachable":%s,"socket_detail":%s,"wrapper":%s,"allowed":[%s]}' \
+    "$(json_string "$name")" "$uid" "$groups" "$(json_string "$socket")" "$reach" \
+    "$(json_string "$detail")" "$(json_string "$wrapper")" "$allowed"
 }
 
 KAEL_ARGS=()

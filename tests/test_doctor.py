@@ -76,7 +76,8 @@ IMAGE_ID = "sha256:" + "a" * 64
 
 def host_facts(**changes: Any) -> dict[str, Any]:
     """What image/run-doctor.sh reports for a sound appliance: the daemon runs the installed
-    image, the engine in it says the same version, no MCP container is left over."""
+    image, the engine in it says the same version, no MCP container is left over, the Claude
+    user has no Docker and its two wrapper lines."""
     labels = {VERSION_LABEL: __version__, "org.opencontainers.image.revision": "r1"}
     facts: dict[str, Any] = {
         "collected_by": "test",
@@ -86,6 +87,11 @@ def host_facts(**changes: Any) -> dict[str, Any]:
                      "image_id": IMAGE_ID, "image_labels": labels,
                      "engine": f"kael-thread-rebuild {__version__}\n"}],
         "mcp_containers": [],
+        "claude_access": {"user": "claude", "uid": 1000, "groups": ["claude"],
+                          "socket": "unix:///var/run/docker.sock", "socket_reachable": False,
+                          "socket_detail": "permission denied",
+                          "wrapper": "/usr/local/lib/kael-thread-rebuild/kael-run",
+                          "allowed": ["mcp default", "hook default"]},
     }
     facts.update(changes)
     return facts

@@ -4,11 +4,12 @@ Each check is a function of the shared `Facts` returning one `Check`. Nothing he
 file, no directory, no lock (the operation store is opened only when every directory it would
 create already exists).
 
-Two checks need the Docker engine (orphaned MCP containers, image and daemon versions), which no
-appliance container can reach: the host gathers those facts (`image/run-doctor.sh`, the
-installer's doctor role) and hands them in as JSON in `$KAEL_HOST_FACTS`; without it the two are
-skipped. Paths a long-running container deliberately does not mount are named in
-`$KAEL_UNMOUNTED`, so that their absence is not mistaken for a missing file.
+Three checks need the host (orphaned MCP containers, image and daemon versions from the Docker
+engine, which no appliance container can reach; the Claude user's access to Docker and to the
+wrapper): the host gathers those facts (`image/run-doctor.sh`, the installer's doctor role) and
+hands them in as JSON in `$KAEL_HOST_FACTS`; without it the three are skipped. Paths a
+long-running container deliberately does not mount are named in `$KAEL_UNMOUNTED`, so that their
+absence is not mistaken for a missing file.
 """
 
 from __future__ import annotations
@@ -156,9 +157,27 @@ class HostDaemon(HostContainer):
     engine: str = ""  # `kael-thread-rebuild --version` in the container, when it runs
 
 
+class ClaudeAccess(BaseModel):
+    """How the Claude user reaches the appliance, tried on the host as that user: its groups,
+    whether it can use the Docker socket, and which of the wrapper's lines of this instance
+    (`mcp NAME`, `hook NAME`) sudo allows it (`sudo -l -U`, which runs nothing)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    user: str = ""
+    uid: int | None = None
+    groups: list[str] = []
+    socket: str = ""
+    socket_reachable: bool | None = None  # None: it could not be tried
+    socket_detail: str = ""
+    wrapper: str = ""
+    allowed: list[str] = []
+
+
 class HostFacts(BaseModel):
-    """What only the host can see (the Docker engine), gathered by image/run-doctor.sh or the
-    installer's doctor role and passed in as JSON in $KAEL_HOST_FACTS."""
+    """What only the host can see (the Docker engine, the Claude user's access), gathered by
+    image/run-doctor.sh or the installer's doctor role and passed in as JSON in
+    $KAEL_HOST_FACTS."""
 
     model_config = ConfigDict(extra="ignore")
 
@@ -166,6 +185,7 @@ class HostFacts(BaseModel):
     installed_image: HostImage | None = None  # None: not on the host
     daemons: list[HostDaemon] = []  # containers labelled role=daemon for this instance
     mcp_containers: list[HostContainer] = []  # containers labelled role=mcp for this instance
+    claude_access: ClaudeAccess | None = None  # None: not gathered
 
 
 class Facts:
@@ -365,7 +385,13 @@ def check_state_dir(facts: Facts) -> Check:
 
 
 def check_target(facts: Facts) -> Check:
-    name, base, identity = "target", facts.base, facts.identity
+    name = "target"
+    pointer = facts.config.resume_pointer_path
+    if pointer is not None and str(pointer.parent) in facts.unmounted:
+        return _skip(name, f"not checked here: {pointer.parent} is not mounted in this container "
+                           "(the MCP server only reads); image/run-doctor.sh and the installer's "
+                           "doctor check it")
+    base, identity = facts.base, facts.identity
     if isinstance(base, str):
         return _fail(name, base, "choose activation 'tmux' or 'pointer'")
     if isinstance(identity, str):
@@ -773,6 +799,57 @@ def check_mcp_containers(facts: Facts) -> Check:
                      "none left behind")
 
 
+def _access_problems(access: ClaudeAccess, instance: str) -> list[tuple[str, str]]:
+    """(problem, fix) for each way the Claude user's access is off."""
+    who = f"the Claude user {access.user or '?'} (uid {access.uid})"
+    problems = []
+    if "docker" in access.groups:
+        problems.append((f"{who} is in the docker group, which is root on this host",
+                         f"gpasswd --delete {access.user} docker (or the installer with "
+                         "kael_remove_from_docker_group: true), then restart its Claude Code"))
+    if access.socket_reachable is None:
+        problems.append((f"whether {who} can use the Docker socket {access.socket} was not "
+                         f"tried: {access.socket_detail}", "run image/run-doctor.sh as root"))
+    elif access.socket_reachable:
+        problems.append((f"{who} can use the Docker socket {access.socket} "
+                         f"({access.socket_detail}), which is root on this host",
+                         f"leave {access.socket} to root and the docker group only"))
+    missing = [line for line in (f"mcp {instance}", f"hook {instance}")
+               if line not in access.allowed]
+    if missing:
+        shown = " and ".join(f"`{access.wrapper} {line}`" for line in missing)
+        problems.append((f"sudo does not let {who} run {shown}, so its MCP server or Stop hook "
+                         "cannot reach the appliance",
+                         "re-run the installer (or image/allow-user.sh --config <config> --user "
+                         f"{access.user or '<user>'} as root)"))
+    return problems
+
+
+def check_claude_access(facts: Facts) -> Check:
+    """The Claude user, whose Claude Code runs a model with a shell, has no Docker (root on the
+    host) and reaches the appliance only through the wrapper, which sudo allows it for this
+    instance's MCP server and Stop hook (docs/security.md)."""
+    name, host = "claude_access", facts.host
+    if host is None:
+        return _skip(name, _NEEDS_THE_HOST)
+    if isinstance(host, str):
+        return _fail(name, host, "report this; it is how the host passes what it saw")
+    access = host.claude_access
+    if access is None:
+        return _skip(name, "not checked: the host's facts say nothing of the Claude user's "
+                           "access")
+    if access.uid == 0:
+        return _ok(name, "Claude Code runs as root: its hook and MCP server use Docker "
+                         "themselves; there is nothing to withhold")
+    problems = _access_problems(access, facts.config.instance)
+    if problems:
+        return _fail(name, "; ".join(problem for problem, _ in problems),
+                     "; ".join(fix for _, fix in problems))
+    return _ok(name, f"the Claude user {access.user} is in no docker group, cannot use "
+                     f"{access.socket} ({access.socket_detail}); sudo lets it run "
+                     f"{access.wrapper} mcp|hook {facts.config.instance}")
+
+
 def _short(image_id: str) -> str:
     return image_id.removeprefix("sha256:")[:12] or "?"
 
@@ -865,7 +942,7 @@ def _stuck_fix(op: Operation) -> str:
 
 CheckFn = Callable[[Facts], Check]
 
-#: The checks, in the order they are shown. The last two need the host's facts.
+#: The checks, in the order they are shown. The last three need the host's facts.
 CHECKS: tuple[CheckFn, ...] = (
     check_project_dir,
     check_claude_workdir,
@@ -881,6 +958,7 @@ CHECKS: tuple[CheckFn, ...] = (
     check_operations,
     check_mcp_containers,
     check_versions,
+    check_claude_access,
 )
 
 

@@ -72,6 +72,16 @@ def test_the_mcp_container_is_hardened(household: Household, appliance: engine.I
         assert container.attrs["Config"]["OpenStdin"] is True
         assert container.attrs["Config"]["StdinOnce"] is True
         assert container.attrs["Config"]["Labels"][f"{engine.LABEL}.role"] == "mcp"
+        # It only reads: the project dir read-only, no pointer dir (issue 8, item 8).
+        config = household.config
+        mounted = {m["Destination"]: m["RW"] for m in container.attrs["Mounts"]}
+        assert mounted == {str(config.project_dir): False, str(config.state_dir): True,
+                           str(household.config_path): False}
+        code, out = engine.exec_in(container, "touch", str(config.project_dir / "written"))
+        assert code != 0 and "Read-only file system" in out
+        code, out = engine.exec_in(container, "ls", str(household.pointer.parent))
+        assert code != 0 and "No such file or directory" in out
+        assert engine.exec_in(container, "touch", str(config.state_dir / "scratch"))[0] == 0
     finally:
         assert proc.stdin is not None
         proc.stdin.close()

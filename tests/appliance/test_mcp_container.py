@@ -45,10 +45,11 @@ def test_the_real_client_lists_the_seven_tools_then_the_container_goes(
             init = await client.initialize()
             tools = await client.list_tools()
             plan = await client.call_tool("thread_rebuild_plan", {})
-            return init, (tools, plan)
+            doctor = await client.call_tool("thread_rebuild_doctor", {})
+            return init, (tools, plan, doctor)
 
     with engine.ContainerEvents(appliance) as events:
-        init, (tools, plan) = anyio.run(session)
+        init, (tools, plan, doctor) = anyio.run(session)
         closed = time.time()
         died = events.wait("die", REMOVED_WITHIN_SECONDS)
         events.wait("destroy", REMOVED_WITHIN_SECONDS)
@@ -57,6 +58,10 @@ def test_the_real_client_lists_the_seven_tools_then_the_container_goes(
     report = plan.structured_content
     assert not plan.is_error and report is not None
     assert report["source_session_id"] == household.transcript.stem
+    # The pointer dir is not mounted in the MCP container: its doctor says so, as a skip.
+    assert doctor.structured_content is not None
+    (target,) = [c for c in doctor.structured_content["checks"] if c["name"] == "target"]
+    assert target["skipped"] and f"{household.pointer.parent} is not mounted" in target["detail"]
     assert engine.stamp(died) - closed < EXITED_WITHIN_SECONDS, (died, closed)
     assert appliance.containers("mcp") == []
 
