@@ -2,10 +2,12 @@
 
 Claude Code gives an MCP server about 3 s to answer `initialize`, and importing the MCP SDK and
 the engine takes longer than that on a loaded machine. So this start-up path needs only the
-standard library and the config: it answers `initialize` and the list requests from
-`mcp_snapshot.json` (the SDK server's own answers, recorded by `mcp_tools` and checked by a test)
-and hands the connection to the SDK server (`mcp_tools.serve`) at the first other message, a
-tool call, replaying the client's lines so far with the answers already sent held back.
+standard library: it answers `initialize` and the list requests from `mcp_snapshot.json` (the
+SDK server's own answers, recorded by `mcp_tools` and checked by a test) and hands the
+connection to the SDK server (`mcp_tools.serve`) at the first other message, a tool call,
+replaying the client's lines so far with the answers already sent held back. The config (and
+with it pydantic) is loaded on a thread meanwhile; a config error still ends the server with its
+one line and exit code 2.
 """
 
 from __future__ import annotations
@@ -15,14 +17,17 @@ import contextlib
 import json
 import os
 import sys
+import threading
 from collections.abc import Hashable, Sequence
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from .. import __version__
-from ..config import Config, load_config
 from ..defaults import CONFIG_ENV
 from ..errors import ConfigError
+
+if TYPE_CHECKING:
+    from ..config import Config
 
 PROG = "kael-thread-rebuild-mcp"
 SNAPSHOT = Path(__file__).with_name("mcp_snapshot.json")
@@ -87,14 +92,41 @@ def _private_wire() -> tuple[BinaryIO, BinaryIO]:
     return wire_in, wire_out
 
 
-def serve(config: Config, wire_in: BinaryIO, wire_out: BinaryIO, snapshot: Snapshot) -> None:
+class _ConfigLoader(threading.Thread):
+    """Loads the config beside the handshake; on a config error it prints the one line and
+    ends the process with the error's exit code, whatever the handshake is doing."""
+
+    def __init__(self, path: str | None) -> None:
+        super().__init__(name="config", daemon=True)
+        self._path = path
+        self._config: Config | None = None
+
+    def run(self) -> None:
+        from ..config import load_config
+
+        try:
+            self._config = load_config(self._path)
+        except ConfigError as exc:
+            print(f"{PROG}: {exc.source}: {'; '.join(exc.problems)}", file=sys.stderr,
+                  flush=True)
+            os._exit(exc.exit_code)
+
+    def config(self) -> Config:
+        self.join()
+        if self._config is None:
+            raise RuntimeError("the config could not be loaded (see above)")
+        return self._config
+
+
+def serve(loader: _ConfigLoader, wire_in: BinaryIO, wire_out: BinaryIO,
+          snapshot: Snapshot) -> None:
     handshake = _Handshake(snapshot)
     while line := wire_in.readline():
         reply = handshake.answer(line)
         if reply is None:
             from .mcp_tools import serve as serve_tools
 
-            serve_tools(config, wire_in, wire_out, answered=handshake.lines,
+            serve_tools(loader.config(), wire_in, wire_out, answered=handshake.lines,
                         answered_ids=handshake.answered_ids)
             return
         if reply:
@@ -114,15 +146,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help=f"the instance's TOML config (default: ${CONFIG_ENV})")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     args = parser.parse_args(argv)
-    try:
-        config = load_config(args.config)
-    except ConfigError as exc:
-        print(f"{PROG}: {exc.source}: {'; '.join(exc.problems)}", file=sys.stderr)
-        return exc.exit_code
     snapshot = load_snapshot()
+    loader = _ConfigLoader(args.config)
+    loader.start()
     wire_in, wire_out = _private_wire()
     with contextlib.suppress(KeyboardInterrupt):
-        serve(config, wire_in, wire_out, snapshot)
+        serve(loader, wire_in, wire_out, snapshot)
+        loader.config()  # the client closed early: a config error still ends with exit 2
     return 0
 
 
