@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -27,7 +28,7 @@ HEAVY = ("mcp", "mcp_types", "anyio", "orjson", "kael_thread_rebuild.plan",
          "kael_thread_rebuild.conversation", "kael_thread_rebuild.interfaces.mcp_tools")
 
 
-def _request(number: int, method: str, params: dict[str, Any] | None = None) -> bytes:
+def _request(number: int | str, method: str, params: dict[str, Any] | None = None) -> bytes:
     message: dict[str, Any] = {"jsonrpc": "2.0", "id": number, "method": method}
     if params is not None:
         message["params"] = params
@@ -40,23 +41,49 @@ def _imported(importtime: str) -> set[str]:
             if line.startswith("import time:") and line.count("|") == 2} - {"package"}
 
 
-def test_initialize_and_the_lists_answer_without_the_sdk_or_the_engine(
-        config_path: Path) -> None:
-    script = [
+# Claude Code 2.1.328's opening, as it sends it: every request names its protocol version.
+CLAUDE_META = {"_meta": {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientInfo": {
+        "name": "claude-code", "title": "Claude Code", "version": "2.1.328",
+        "description": "Anthropic's agentic coding tool",
+        "websiteUrl": "https://claude.com/claude-code"},
+    "io.modelcontextprotocol/clientCapabilities": {
+        "roots": {"listChanged": True}, "elicitation": {"form": {}, "url": {}}}}}
+LISTEN = {"notifications": {"toolsListChanged": True, "promptsListChanged": True,
+                            "resourcesListChanged": True}}
+OPENINGS = {
+    "initialize": [
         _request(0, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
                                    "clientInfo": {"name": "startup-test", "version": "0"}}),
         b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n',
         _request(1, "tools/list"), _request(2, "prompts/list"), _request(3, "resources/list"),
-    ]
+    ],
+    "server/discover (Claude Code 2.1.328)": [
+        _request("probe", "server/discover", CLAUDE_META),
+        _request("listen:0", "subscriptions/listen", {**CLAUDE_META, **LISTEN}),
+        _request(0, "server/discover", CLAUDE_META), _request(1, "prompts/list", CLAUDE_META),
+        _request(2, "resources/list", CLAUDE_META), _request(3, "tools/list", CLAUDE_META),
+    ],
+}
+
+
+@pytest.mark.parametrize("opening", list(OPENINGS))
+def test_the_opening_is_answered_without_the_sdk_or_the_engine(
+        opening: str, config_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-X", "importtime", str(MCP_BIN), "--config",
-                           str(config_path)], input=b"".join(script), capture_output=True,
-                          timeout=60, check=False)
+                           str(config_path)], input=b"".join(OPENINGS[opening]),
+                          capture_output=True, timeout=60, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     answers = [json.loads(line) for line in proc.stdout.splitlines()]
-    assert [answer["id"] for answer in answers] == [0, 1, 2, 3]
-    assert answers[0]["result"]["serverInfo"]["name"] == "kael-thread-rebuild"
-    assert answers[0]["result"]["protocolVersion"] == "2025-06-18"
-    assert {tool["name"] for tool in answers[1]["result"]["tools"]} == SEVEN
+    answered = {answer["id"]: answer["result"] for answer in answers if "id" in answer}
+    asked = [json.loads(line) for line in OPENINGS[opening]]
+    assert set(answered) == {request["id"] for request in asked
+                             if "id" in request and request["method"] != "subscriptions/listen"}
+    tools_list = next(request["id"] for request in asked if request.get("method") == "tools/list")
+    assert {tool["name"] for tool in answered[tools_list]["tools"]} == SEVEN
+    assert all(answer.get("result", {}).get("serverInfo", {}).get("name", "kael-thread-rebuild")
+               == "kael-thread-rebuild" for answer in answers)
     imported = _imported(proc.stderr.decode())
     assert "kael_thread_rebuild.config" in imported  # the report is real
     heavy = sorted(name for name in imported

@@ -35,20 +35,29 @@ SNAPSHOT = Path(__file__).with_name("mcp_snapshot.json")
 SNAPSHOT_METHODS = ("tools/list", "prompts/list", "resources/list", "resources/templates/list",
                     "ping")
 
+PROTOCOL_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
+SUBSCRIPTION_ID_KEY = "io.modelcontextprotocol/subscriptionId"
+
 Snapshot = dict[str, dict[str, dict[str, Any]]]
 
 
 class _Handshake:
-    """The client's lines so far, and the ids of the requests answered from the snapshot."""
+    """The client's lines so far, the ids of the requests answered from the snapshot and the
+    subscriptions acknowledged from it.
+
+    Two eras of the protocol: `initialize` first (the version it names holds for the
+    connection), or, as Claude Code 2.1.328 speaks, every request naming its version in
+    `_meta` (`server/discover`, `subscriptions/listen`, the lists)."""
 
     def __init__(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot
         self.answers: dict[str, dict[str, Any]] | None = None  # after `initialize`
         self.lines: list[bytes] = []
         self.answered_ids: set[Hashable] = set()
+        self.acknowledged: set[Hashable] = set()
 
     def answer(self, line: bytes) -> bytes | None:
-        """The answer to LINE (b"" for a notification), or None: hand over to the SDK."""
+        """What to send for LINE (b"" for nothing), or None: hand over to the SDK."""
         self.lines.append(line)
         try:
             message = json.loads(line)
@@ -62,21 +71,46 @@ class _Handshake:
         request_id = message["id"]
         if isinstance(request_id, bool) or not isinstance(request_id, int | str):
             return None
+        if method == "subscriptions/listen":
+            return self._listen(request_id, params)
         entry = self._entry(method, params)
         if entry is None:
             return None
         self.answered_ids.add(request_id)
-        reply = {"jsonrpc": "2.0", "id": request_id, **entry}
-        return json.dumps(reply, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+        return _line({"jsonrpc": "2.0", "id": request_id, **entry})
 
     def _entry(self, method: object, params: object) -> dict[str, Any] | None:
         if method == "initialize" and self.answers is None and isinstance(params, dict):
             self.answers = self.snapshot.get(str(params.get("protocolVersion")))
             return None if self.answers is None else self.answers["initialize"]
         plain = params is None or (isinstance(params, dict) and set(params) <= {"_meta"})
-        if self.answers is None or method not in SNAPSHOT_METHODS or not plain:
+        answers = self.answers or self._per_request(params)
+        if answers is None or method not in (*SNAPSHOT_METHODS, "server/discover") or not plain:
             return None
-        return self.answers.get(str(method))
+        return answers.get(str(method))
+
+    def _per_request(self, params: object) -> dict[str, dict[str, Any]] | None:
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        version = meta.get(PROTOCOL_VERSION_KEY) if isinstance(meta, dict) else None
+        return self.snapshot.get(version) if isinstance(version, str) else None
+
+    def _listen(self, request_id: int | str, params: object) -> bytes | None:
+        """The acknowledgement the SDK sends for the same subscription; the request stays
+        open (the SDK takes it over with the connection)."""
+        answers = self._per_request(params)
+        listen = answers.get("subscriptions/listen") if answers else None
+        asked = {key: value for key, value in params.items() if key != "_meta"} \
+            if isinstance(params, dict) else None
+        if listen is None or asked != listen["request"]:
+            return None
+        self.acknowledged.add(request_id)
+        notice = json.loads(json.dumps(listen["notification"]))
+        notice["params"]["_meta"][SUBSCRIPTION_ID_KEY] = request_id
+        return _line(notice)
+
+
+def _line(message: dict[str, Any]) -> bytes:
+    return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
 
 
 def _private_wire() -> tuple[BinaryIO, BinaryIO]:
@@ -127,7 +161,8 @@ def serve(loader: _ConfigLoader, wire_in: BinaryIO, wire_out: BinaryIO,
             from .mcp_tools import serve as serve_tools
 
             serve_tools(loader.config(), wire_in, wire_out, answered=handshake.lines,
-                        answered_ids=handshake.answered_ids)
+                        answered_ids=handshake.answered_ids,
+                        acknowledged=handshake.acknowledged)
             return
         if reply:
             wire_out.write(reply)

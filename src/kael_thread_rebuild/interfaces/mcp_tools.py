@@ -24,7 +24,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.stdio import stdio_server
 from mcp_types import ToolAnnotations
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, Field
 
 from .. import __version__
@@ -37,7 +37,12 @@ from ..operations import service
 from ..operations.model import Operation, OperationStatus, utcnow
 from ..paths import resolve_transcript, shown
 from ..plan import PlanReport, build_plan
-from .mcp_server import SNAPSHOT, SNAPSHOT_METHODS
+from .mcp_server import (
+    PROTOCOL_VERSION_KEY,
+    SNAPSHOT,
+    SNAPSHOT_METHODS,
+    SUBSCRIPTION_ID_KEY,
+)
 
 INSTRUCTIONS = f"""\
 This server rebuilds the current Claude Code session into a clean new session that carries every
@@ -84,6 +89,11 @@ class OperationResult(BaseModel):
     joined_existing: bool = False
     next_step: str
 
+
+ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
+# The subscription Claude Code asks for; another one is handed to the SDK server at once.
+LISTEN = {"notifications": {"toolsListChanged": True, "promptsListChanged": True,
+                            "resourcesListChanged": True}}
 
 _AFTER_REPLY = ("Tell the human it is recorded, then finish your reply normally; the switch "
                 "happens after the reply ends. Do not call this tool again.")
@@ -192,9 +202,11 @@ class _Answers:
     """What the SDK's stdio transport writes, one message per write: to the wire, except its
     answers to the replayed requests (the client already has those)."""
 
-    def __init__(self, wire: BinaryIO, answered_ids: set[Hashable]) -> None:
+    def __init__(self, wire: BinaryIO, answered_ids: set[Hashable],
+                 acknowledged: set[Hashable]) -> None:
         self._wire = wire
         self._answered_ids = set(answered_ids)
+        self._acknowledged = set(acknowledged)
 
     def write(self, text: str) -> int:
         if not self._already_answered(text):
@@ -205,27 +217,34 @@ class _Answers:
         self._wire.flush()
 
     def _already_answered(self, text: str) -> bool:
-        if not self._answered_ids:
+        if not self._answered_ids and not self._acknowledged:
             return False
         message = json.loads(text)
-        if not isinstance(message, dict) or "method" in message:
+        if not isinstance(message, dict):
             return False
-        answer_id = message.get("id")
-        if isinstance(answer_id, Hashable) and answer_id in self._answered_ids:
-            self._answered_ids.discard(answer_id)
-            return True
-        return False
+        if message.get("method") == ACKNOWLEDGED:
+            meta = (message.get("params") or {}).get("_meta") or {}
+            return _take(self._acknowledged, meta.get(SUBSCRIPTION_ID_KEY))
+        return "method" not in message and _take(self._answered_ids, message.get("id"))
+
+
+def _take(ids: set[Hashable], wanted: object) -> bool:
+    if isinstance(wanted, Hashable) and wanted in ids:
+        ids.discard(wanted)
+        return True
+    return False
 
 
 def serve(config: Config, wire_in: BinaryIO, wire_out: BinaryIO, *,
-          answered: Sequence[bytes] = (), answered_ids: set[Hashable] | None = None) -> None:
+          answered: Sequence[bytes] = (), answered_ids: set[Hashable] | None = None,
+          acknowledged: set[Hashable] | None = None) -> None:
     """Serve the seven tools over WIRE_IN/WIRE_OUT until the client closes its side, first
     replaying ANSWERED (the client's lines so far) and holding back the answers to
-    ANSWERED_IDS."""
+    ANSWERED_IDS and the acknowledgements of the subscriptions ACKNOWLEDGED."""
     server = build_server(config)
     lowlevel = server._lowlevel_server  # MCPServer.run_stdio_async, with our streams
     stdin = cast(TextIO, _Replay(list(answered), wire_in))
-    stdout = cast(TextIO, _Answers(wire_out, answered_ids or set()))
+    stdout = cast(TextIO, _Answers(wire_out, answered_ids or set(), acknowledged or set()))
 
     async def run() -> None:
         async with stdio_server(anyio.wrap_file(stdin), anyio.wrap_file(stdout)) as (read, write):
@@ -259,30 +278,56 @@ class _Collected(io.RawIOBase):
 
     def write(self, data: Any) -> int:
         self.messages.append(json.loads(bytes(data)))
-        if sum("id" in message for message in self.messages) >= self._expected:
+        if sum(isinstance(message.get("id"), int) for message in self.messages) >= \
+                self._expected:
             self.complete.set()
         return len(data)
 
 
 def record_snapshot() -> dict[str, Any]:
-    """The SDK server's answers to `initialize`, per protocol version it can negotiate, and to
-    the list requests: what the start-up path sends before any tool is called."""
-    # The tools are listed, never called: the config is not used.
-    config = Config.model_construct(project_dir=Path("/nonexistent"))
-    methods = ["initialize", *SNAPSHOT_METHODS]
+    """The SDK server's answers to what a client asks before calling a tool, for every
+    protocol version it speaks: `initialize` and the lists (handshake versions);
+    `server/discover`, the acknowledgement of `subscriptions/listen` and the lists, each request
+    carrying its version in `_meta` as Claude Code sends them (the newer versions)."""
     versions: dict[str, dict[str, Any]] = {}
     for version in HANDSHAKE_PROTOCOL_VERSIONS:
-        lines = [_line(0, "initialize", {"protocolVersion": version, "capabilities": {},
-                                         "clientInfo": {"name": "snapshot", "version": "0"}}),
-                 json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}).encode()
-                 + b"\n",
-                 *(_line(number, method) for number, method in enumerate(methods[1:], 1))]
-        answers = _Collected(len(methods))
-        serve(config, cast(BinaryIO, _Script(lines, answers)), cast(BinaryIO, answers))
-        versions[version] = {methods[message["id"]]: _without(message, "jsonrpc", "id")
-                             for message in answers.messages if "id" in message}
+        hello = {"protocolVersion": version, "capabilities": {},
+                 "clientInfo": {"name": "snapshot", "version": "0"}}
+        initialized = json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        versions[version] = _record([("initialize", hello), initialized,
+                                     *((method, None) for method in SNAPSHOT_METHODS)])
+    for version in MODERN_PROTOCOL_VERSIONS:
+        meta = {"_meta": {PROTOCOL_VERSION_KEY: version,
+                          "io.modelcontextprotocol/clientInfo": {"name": "snapshot",
+                                                                 "version": "0"},
+                          "io.modelcontextprotocol/clientCapabilities": {}}}
+        listen = json.dumps({"jsonrpc": "2.0", "id": "listen", "method": "subscriptions/listen",
+                             "params": {**meta, **LISTEN}})
+        answers = _record([("server/discover", meta), listen,
+                           *((method, meta) for method in SNAPSHOT_METHODS)])
+        answers["subscriptions/listen"] = {"request": LISTEN,
+                                           "notification": answers.pop(ACKNOWLEDGED)}
+        versions[version] = answers
     return {"generated_by": "python -m kael_thread_rebuild.interfaces.mcp_tools",
             "protocol_versions": versions}
+
+
+def _record(script: list[tuple[str, dict[str, Any] | None] | str]) -> dict[str, Any]:
+    """The SDK server's answer to each request of SCRIPT (a line as is: not answered), and
+    its notifications, by method."""
+    methods = [step[0] for step in script if isinstance(step, tuple)]
+    lines = [step.encode() + b"\n" if isinstance(step, str) else
+             _line(methods.index(step[0]), step[0], step[1]) for step in script]
+    answers = _Collected(len(methods))
+    serve(Config.model_construct(project_dir=Path("/nonexistent")),  # listed, never called
+          cast(BinaryIO, _Script(lines, answers)), cast(BinaryIO, answers))
+    recorded: dict[str, Any] = {}
+    for message in answers.messages:
+        if isinstance(message.get("id"), int):
+            recorded[methods[message["id"]]] = _without(message, "jsonrpc", "id")
+        elif "method" in message and "id" not in message:
+            recorded[message["method"]] = message
+    return recorded
 
 
 def _without(message: dict[str, Any], *keys: str) -> dict[str, Any]:
