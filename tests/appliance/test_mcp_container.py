@@ -134,3 +134,14 @@ def test_the_image_holds_bytecode_for_every_module(dock: docker.DockerClient,
     compiled = [line for line in verbose.splitlines()
                 if line.startswith("# code object from ") and not line.endswith(".pyc'")]
     assert "mcp_tools" in verbose and compiled == []
+
+
+def test_the_images_snapshot_is_what_its_sdk_server_answers(dock: docker.DockerClient,
+                                                           image: str) -> None:
+    """The build re-records the start-up snapshot from the installed code and SDK."""
+    check = ("import json; from kael_thread_rebuild.interfaces.mcp_server import SNAPSHOT; "
+             "from kael_thread_rebuild.interfaces.mcp_tools import record_snapshot; "
+             "print(json.loads(SNAPSHOT.read_bytes()) == record_snapshot())")
+    same = dock.containers.run(image, ["-c", check], entrypoint=["/opt/kael/bin/python"],
+                               remove=True, network_mode="none", read_only=True)
+    assert same.decode().strip() == "True"
