@@ -50,4 +50,4 @@ find / -xdev -name '*.so*' -type f \( -path '/opt/*' -o -path '/usr/lib/python3*
   fi
 done
 tmux -V >/dev/null
-/opt/kael/bin/python -c 'import ssl, sqlite3, ctypes, zoneinfo, kael_thread_rebuild.interfaces.cli, kael_thread_rebuild.interfaces.mcp_server, jeepney, cryptography.hazmat.bindings._rust'
+/opt/kael/bin/python -c 'import ssl, sqlite3, ctypes, zoneinfo, kael_thread_rebuild.interfaces.cli, kael_thread_rebuild.interfaces.mcp_server, kael_thread_rebuild.interfaces.mcp_tools, jeepney, cryptography.hazmat.bindings._rust'

@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 import anyio
+import docker
 import orjson
 import pytest
 from mcp.client.session import ClientSession
@@ -99,3 +100,71 @@ def test_no_container_is_left_behind(ending: str, household: Household,
     if ending == "stdin closed":
         assert died["Actor"]["Attributes"]["exitCode"] == "0" and code == 0, (died, code)
     assert appliance.containers("mcp") == []
+
+
+# What Claude Code's `initialize` must not wait for: the SDK and the engine behind the tools.
+HEAVY = ("mcp", "mcp_types", "anyio", "orjson", "kael_thread_rebuild.plan",
+         "kael_thread_rebuild.doctor", "kael_thread_rebuild.operations",
+         "kael_thread_rebuild.conversation", "kael_thread_rebuild.interfaces.mcp_tools")
+BYTECODE_CHECK = """
+import importlib.util, pathlib
+import kael_thread_rebuild
+root = pathlib.Path(kael_thread_rebuild.__file__).parent
+for source in sorted(root.rglob('*.py')):
+    if not pathlib.Path(importlib.util.cache_from_source(str(source))).is_file():
+        print(source.relative_to(root))
+"""
+
+
+def _heavy(importtime: str) -> list[str]:
+    names = {line.rsplit("|", 1)[1].strip() for line in importtime.splitlines()
+             if line.startswith("import time:") and line.count("|") == 2}
+    return sorted(name for name in names
+                  if any(name == top or name.startswith(f"{top}.") for top in HEAVY))
+
+
+def test_initialize_and_tools_list_come_before_the_sdk_and_the_engine_are_imported(
+        household: Household, appliance: engine.Instance) -> None:
+    command = appliance.mcp_command(household.config_path, household.user)
+    at = command.index(appliance.image)
+    profiled = [*command[:at], "-e", "PYTHONPROFILEIMPORTTIME=1", *command[at:]]
+    asked = INITIALIZE + b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n' + \
+        b'{"jsonrpc":"2.0","id":2,"method":"tools/list"}\n'
+    done = subprocess.run(profiled, input=asked, capture_output=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    answers = [orjson.loads(line) for line in done.stdout.splitlines()]
+    assert answers[0]["result"]["serverInfo"]["name"] == "kael-thread-rebuild"
+    assert {tool["name"] for tool in answers[1]["result"]["tools"]} == SEVEN
+    stderr = done.stderr.decode()
+    assert "kael_thread_rebuild.config" in stderr  # the profile is real
+    assert _heavy(stderr) == []
+
+
+def test_the_image_holds_bytecode_for_every_module(dock: docker.DockerClient,
+                                                   image: str) -> None:
+    """The root file system is read-only: a module without its .pyc is compiled again at every
+    start of the MCP server and the hook."""
+    missing = dock.containers.run(image, ["-c", BYTECODE_CHECK],
+                                  entrypoint=["/opt/kael/bin/python"], remove=True,
+                                  network_mode="none", read_only=True)
+    assert missing.decode() == ""
+    verbose = dock.containers.run(
+        image, ["-v", "-c", "import kael_thread_rebuild.interfaces.mcp_server, "
+                "kael_thread_rebuild.interfaces.mcp_tools, kael_thread_rebuild.interfaces.cli, "
+                "kael_thread_rebuild.interfaces.hook"],
+        entrypoint=["/opt/kael/bin/python"], remove=True, network_mode="none", read_only=True,
+        stdout=False, stderr=True).decode()
+    compiled = [line for line in verbose.splitlines()
+                if line.startswith("# code object from ") and not line.endswith(".pyc'")]
+    assert "mcp_tools" in verbose and compiled == []
+
+
+def test_the_images_snapshot_is_what_its_sdk_server_answers(dock: docker.DockerClient,
+                                                           image: str) -> None:
+    """The build re-records the start-up snapshot from the installed code and SDK."""
+    check = ("import json; from kael_thread_rebuild.interfaces.mcp_server import SNAPSHOT; "
+             "from kael_thread_rebuild.interfaces.mcp_tools import record_snapshot; "
+             "print(json.loads(SNAPSHOT.read_bytes()) == record_snapshot())")
+    same = dock.containers.run(image, ["-c", check], entrypoint=["/opt/kael/bin/python"],
+                               remove=True, network_mode="none", read_only=True)
+    assert same.decode().strip() == "True"

@@ -1,171 +1,177 @@
 """The `kael-thread-rebuild-mcp` stdio server: the seven tools the model uses (spec §8).
 
-Four read-only previews (doctor, dirty, plan, status) and three state changes that each need an
-exact confirmation word (request, cancel, rollback request). A state change only records the
-wish: the switch happens after the model's reply ends (Stop hook, then the daemon).
+Claude Code gives an MCP server about 3 s to answer `initialize`, and importing the MCP SDK and
+the engine takes longer than that on a loaded machine. So this start-up path needs only the
+standard library: it answers `initialize` and the list requests from `mcp_snapshot.json` (the
+SDK server's own answers, recorded by `mcp_tools` and checked by a test) and hands the
+connection to the SDK server (`mcp_tools.serve`) at the first other message, a tool call,
+replaying the client's lines so far with the answers already sent held back. The config (and
+with it pydantic) is loaded on a thread meanwhile; a config error still ends the server with its
+one line and exit code 2.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
+import os
 import sys
-from collections.abc import Callable, Sequence
-from datetime import datetime
-from typing import Annotated, Any, TypeVar
-
-from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import ToolAnnotations
-from pydantic import BaseModel, Field
+import threading
+from collections.abc import Hashable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from .. import __version__
-from ..config import Config, load_config
-from ..conversation.dirty import DirtyReport
 from ..defaults import CONFIG_ENV
-from ..doctor import MCP_COMMAND, SERVER_NAME, DoctorReport, run_doctor
-from ..errors import ConfigError, KaelError
-from ..operations import service
-from ..operations.model import Operation, OperationStatus, utcnow
-from ..paths import resolve_transcript, shown
-from ..plan import PlanReport, build_plan
+from ..errors import ConfigError
 
-PROG = MCP_COMMAND
+if TYPE_CHECKING:
+    from ..config import Config
 
-INSTRUCTIONS = f"""\
-This server rebuilds the current Claude Code session into a clean new session that carries every
-user and assistant word verbatim and drops only runtime traces (tool results, thinking, images,
-injected context), then switches the running Claude Code onto it.
+PROG = "kael-thread-rebuild-mcp"
+SNAPSHOT = Path(__file__).with_name("mcp_snapshot.json")
+# Requests answered from the snapshot; any other request goes to the SDK server.
+SNAPSHOT_METHODS = ("tools/list", "prompts/list", "resources/list", "resources/templates/list",
+                    "ping")
 
-1. Preview first, with the read-only tools: thread_rebuild_doctor (is the setup sound?),
-   thread_rebuild_dirty (how much runtime noise is there?) and thread_rebuild_plan (what would be
-   carried; blocked_reason must be empty).
-2. Show the plan to the human - at least source_turns, selected_turns, dropped_oldest_turns,
-   blocked_reason and any failed doctor check - and ask whether to rebuild. Never request on your
-   own judgement.
-3. Only after the human agrees, call thread_rebuild_request once, with the confirmation word
-   {service.REBUILD_WORD}.
-4. Then finish your reply normally and end it: the switch happens only after your reply ends.
-   Do not wait for it, do not poll, and never request twice.
+PROTOCOL_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
+SUBSCRIPTION_ID_KEY = "io.modelcontextprotocol/subscriptionId"
 
-thread_rebuild_status shows an operation's progress. thread_rebuild_cancel (word
-{service.CANCEL_WORD}) ends a request that has not run yet. thread_rebuild_rollback_request (word
-{service.ROLLBACK_WORD}) returns to the old session after an activated rebuild, again after the
-reply ends. Use them only when the human asks.
-"""
-
-_READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
-                             open_world_hint=False)
-_DESTRUCTIVE = ToolAnnotations(read_only_hint=False, destructive_hint=True,
-                               idempotent_hint=False, open_world_hint=False)
-
-Transcript = Annotated[str | None, Field(
-    description="a transcript inside project_dir; default: the newest session transcript")]
-OperationId = Annotated[str, Field(description="the operation_id a request returned")]
+Snapshot = dict[str, dict[str, dict[str, Any]]]
 
 
-class StatusResult(BaseModel):
-    """An operation's record (ids, states, digests, counts; never conversation text)."""
+class _Handshake:
+    """The client's lines so far, the ids of the requests answered from the snapshot and the
+    subscriptions acknowledged from it.
 
-    found: bool
-    operation: Operation | None
+    Two eras of the protocol: `initialize` first (the version it names holds for the
+    connection), or, as Claude Code 2.1.328 speaks, every request naming its version in
+    `_meta` (`server/discover`, `subscriptions/listen`, the lists)."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.snapshot = snapshot
+        self.answers: dict[str, dict[str, Any]] | None = None  # after `initialize`
+        self.lines: list[bytes] = []
+        self.answered_ids: set[Hashable] = set()
+        self.acknowledged: set[Hashable] = set()
+
+    def answer(self, line: bytes) -> bytes | None:
+        """What to send for LINE (b"" for nothing), or None: hand over to the SDK."""
+        self.lines.append(line)
+        try:
+            message = json.loads(line)
+        except ValueError:
+            return None
+        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+            return None
+        method, params = message.get("method"), message.get("params")
+        if "id" not in message:
+            return b"" if self.answers is not None and isinstance(method, str) else None
+        request_id = message["id"]
+        if isinstance(request_id, bool) or not isinstance(request_id, int | str):
+            return None
+        if method == "subscriptions/listen":
+            return self._listen(request_id, params)
+        entry = self._entry(method, params)
+        if entry is None:
+            return None
+        self.answered_ids.add(request_id)
+        return _line({"jsonrpc": "2.0", "id": request_id, **entry})
+
+    def _entry(self, method: object, params: object) -> dict[str, Any] | None:
+        if method == "initialize" and self.answers is None and isinstance(params, dict):
+            self.answers = self.snapshot.get(str(params.get("protocolVersion")))
+            return None if self.answers is None else self.answers["initialize"]
+        plain = params is None or (isinstance(params, dict) and set(params) <= {"_meta"})
+        answers = self.answers or self._per_request(params)
+        if answers is None or method not in (*SNAPSHOT_METHODS, "server/discover") or not plain:
+            return None
+        return answers.get(str(method))
+
+    def _per_request(self, params: object) -> dict[str, dict[str, Any]] | None:
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        version = meta.get(PROTOCOL_VERSION_KEY) if isinstance(meta, dict) else None
+        return self.snapshot.get(version) if isinstance(version, str) else None
+
+    def _listen(self, request_id: int | str, params: object) -> bytes | None:
+        """The acknowledgement the SDK sends for the same subscription; the request stays
+        open (the SDK takes it over with the connection)."""
+        answers = self._per_request(params)
+        listen = answers.get("subscriptions/listen") if answers else None
+        asked = {key: value for key, value in params.items() if key != "_meta"} \
+            if isinstance(params, dict) else None
+        if listen is None or asked != listen["request"]:
+            return None
+        self.acknowledged.add(request_id)
+        notice = json.loads(json.dumps(listen["notification"]))
+        notice["params"]["_meta"][SUBSCRIPTION_ID_KEY] = request_id
+        return _line(notice)
 
 
-class OperationResult(BaseModel):
-    operation_id: str
-    status: OperationStatus
-    joined_existing: bool = False
-    next_step: str
+def _line(message: dict[str, Any]) -> bytes:
+    return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
 
 
-_AFTER_REPLY = ("Tell the human it is recorded, then finish your reply normally; the switch "
-                "happens after the reply ends. Do not call this tool again.")
-
-T = TypeVar("T")
-
-
-def _call(action: Callable[[], T]) -> T:
-    """Engine refusals become tool errors carrying the engine's one-line reason; so does a
-    file system error (the tool must always say why)."""
-    try:
-        return action()
-    except KaelError as exc:
-        raise ToolError(str(exc)) from None
-    except OSError as exc:
-        where = f" ({shown(exc.filename)})" if exc.filename else ""
-        raise ToolError(f"{exc.strerror or exc}{where}") from None
+def _private_wire() -> tuple[BinaryIO, BinaryIO]:
+    """The client's pipes on descriptors of our own; fd 0 then reads the null device and fd 1
+    goes to stderr, so no child of the engine can read or write the wire (as the SDK's own
+    stdio transport does)."""
+    wire_in = os.fdopen(os.dup(0), "rb")
+    wire_out = os.fdopen(os.dup(1), "wb")
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    os.dup2(2, 1)
+    return wire_in, wire_out
 
 
-def build_server(config: Config) -> MCPServer[Any]:
-    server: MCPServer[Any] = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS,
-                                       version=__version__, log_level="WARNING")
+class _ConfigLoader(threading.Thread):
+    """Loads the config beside the handshake; on a config error it prints the one line and
+    ends the process with the error's exit code, whatever the handshake is doing."""
 
-    def plan_report(transcript: str | None) -> PlanReport:
-        return build_plan(config, resolve_transcript(config, transcript)).report
+    def __init__(self, path: str | None) -> None:
+        super().__init__(name="config", daemon=True)
+        self._path = path
+        self._config: Config | None = None
 
-    @server.tool(annotations=_READ_ONLY)
-    def thread_rebuild_doctor() -> DoctorReport:
-        """Check everything a rebuild and switch needs (read-only): project dir, workdir, state
-        dir, target, running session, resume command flags, Stop hook and its delivery, MCP
-        registration and containers, stuck operations, image and daemon versions."""
-        return run_doctor(config)
+    def run(self) -> None:
+        from ..config import load_config
 
-    @server.tool(annotations=_READ_ONLY)
-    def thread_rebuild_dirty(transcript: Transcript = None) -> DirtyReport:
-        """Runtime bytes by category and whether a rebuild is advised (read-only; it never
-        requests)."""
-        return _call(lambda: plan_report(transcript).dirty)
+        try:
+            self._config = load_config(self._path)
+        except ConfigError as exc:
+            print(f"{PROG}: {exc.source}: {'; '.join(exc.problems)}", file=sys.stderr,
+                  flush=True)
+            os._exit(exc.exit_code)
 
-    @server.tool(annotations=_READ_ONLY)
-    def thread_rebuild_plan(transcript: Transcript = None) -> PlanReport:
-        """What a rebuild would carry and whether it is blocked (read-only). Show it to the
-        human before any request."""
-        return _call(lambda: plan_report(transcript))
+    def config(self) -> Config:
+        self.join()
+        if self._config is None:
+            raise RuntimeError("the config could not be loaded (see above)")
+        return self._config
 
-    @server.tool(annotations=_READ_ONLY)
-    def thread_rebuild_status(operation_id: Annotated[str | None, Field(
-            description="default: the operation in flight, else the latest")] = None,
-    ) -> StatusResult:
-        """An operation's state and record (read-only)."""
-        op = _call(lambda: service.status(config, operation_id))
-        return StatusResult(found=op is not None, operation=op)
 
-    @server.tool(annotations=_DESTRUCTIVE)
-    def thread_rebuild_request(
-        reason: Annotated[str, Field(description="why the human wants the rebuild")],
-        confirmation: Annotated[str, Field(
-            description=f"exactly {service.REBUILD_WORD}, only after the human agreed")],
-    ) -> OperationResult:
-        """Record a rebuild that runs after this reply ends. Only after showing the plan and
-        the human agreeing. Call once; then finish the reply normally."""
-        asked_at: datetime = utcnow()
-        op = _call(lambda: service.request(config, reason, confirmation, requested_by="mcp"))
-        return OperationResult(operation_id=op.operation_id, status=op.status,
-                               joined_existing=op.created_at < asked_at,
-                               next_step=_AFTER_REPLY)
+def serve(loader: _ConfigLoader, wire_in: BinaryIO, wire_out: BinaryIO,
+          snapshot: Snapshot) -> None:
+    handshake = _Handshake(snapshot)
+    while line := wire_in.readline():
+        reply = handshake.answer(line)
+        if reply is None:
+            from .mcp_tools import serve as serve_tools
 
-    @server.tool(annotations=_DESTRUCTIVE)
-    def thread_rebuild_cancel(
-        operation_id: OperationId,
-        confirmation: Annotated[str, Field(description=f"exactly {service.CANCEL_WORD}")],
-    ) -> OperationResult:
-        """Cancel a rebuild that has not started yet (pending or scheduled)."""
-        op = _call(lambda: service.cancel(config, operation_id, confirmation))
-        return OperationResult(operation_id=op.operation_id, status=op.status,
-                               next_step="Nothing will be switched.")
+            serve_tools(loader.config(), wire_in, wire_out, answered=handshake.lines,
+                        answered_ids=handshake.answered_ids,
+                        acknowledged=handshake.acknowledged)
+            return
+        if reply:
+            wire_out.write(reply)
+            wire_out.flush()
 
-    @server.tool(annotations=_DESTRUCTIVE)
-    def thread_rebuild_rollback_request(
-        operation_id: OperationId,
-        confirmation: Annotated[str, Field(description=f"exactly {service.ROLLBACK_WORD}")],
-    ) -> OperationResult:
-        """Return to the old session after an activated rebuild; the switch back happens after
-        this reply ends."""
-        op = _call(lambda: service.rollback_request(config, operation_id, confirmation))
-        return OperationResult(operation_id=op.operation_id, status=op.status,
-                               next_step=_AFTER_REPLY)
 
-    return server
+def load_snapshot() -> Snapshot:
+    snapshot: Snapshot = json.loads(SNAPSHOT.read_bytes())["protocol_versions"]
+    return snapshot
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -175,13 +181,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help=f"the instance's TOML config (default: ${CONFIG_ENV})")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     args = parser.parse_args(argv)
-    try:
-        config = load_config(args.config)
-    except ConfigError as exc:
-        print(f"{PROG}: {exc.source}: {'; '.join(exc.problems)}", file=sys.stderr)
-        return exc.exit_code
+    snapshot = load_snapshot()
+    loader = _ConfigLoader(args.config)
+    loader.start()
+    wire_in, wire_out = _private_wire()
     with contextlib.suppress(KeyboardInterrupt):
-        build_server(config).run("stdio")
+        serve(loader, wire_in, wire_out, snapshot)
+        loader.config()  # the client closed early: a config error still ends with exit 2
     return 0
 
 

@@ -1,0 +1,346 @@
+"""The seven tools of the `kael-thread-rebuild-mcp` stdio server (spec §8), on the MCP SDK.
+
+Four read-only previews (doctor, dirty, plan, status) and three state changes that each need an
+exact confirmation word (request, cancel, rollback request). A state change only records the
+wish: the switch happens after the model's reply ends (Stop hook, then the daemon).
+
+Importing this module takes the SDK and the engine (seconds on a loaded machine), so the
+server's start-up path (`mcp_server`) answers `initialize` and the list requests from a snapshot
+and hands the connection over to `serve` only when a tool is called.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+from collections.abc import Callable, Hashable, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any, BinaryIO, TextIO, TypeVar, cast
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.stdio import stdio_server
+from mcp_types import ToolAnnotations
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
+from pydantic import BaseModel, Field
+
+from .. import __version__
+from ..config import Config
+from ..conversation.dirty import DirtyReport
+from ..doctor import SERVER_NAME, DoctorReport, run_doctor
+from ..errors import KaelError
+from ..fsutil import atomic_write_bytes
+from ..operations import service
+from ..operations.model import Operation, OperationStatus, utcnow
+from ..paths import resolve_transcript, shown
+from ..plan import PlanReport, build_plan
+from .mcp_server import (
+    PROTOCOL_VERSION_KEY,
+    SNAPSHOT,
+    SNAPSHOT_METHODS,
+    SUBSCRIPTION_ID_KEY,
+)
+
+INSTRUCTIONS = f"""\
+This server rebuilds the current Claude Code session into a clean new session that carries every
+user and assistant word verbatim and drops only runtime traces (tool results, thinking, images,
+injected context), then switches the running Claude Code onto it.
+
+1. Preview first, with the read-only tools: thread_rebuild_doctor (is the setup sound?),
+   thread_rebuild_dirty (how much runtime noise is there?) and thread_rebuild_plan (what would be
+   carried; blocked_reason must be empty).
+2. Show the plan to the human - at least source_turns, selected_turns, dropped_oldest_turns,
+   blocked_reason and any failed doctor check - and ask whether to rebuild. Never request on your
+   own judgement.
+3. Only after the human agrees, call thread_rebuild_request once, with the confirmation word
+   {service.REBUILD_WORD}.
+4. Then finish your reply normally and end it: the switch happens only after your reply ends.
+   Do not wait for it, do not poll, and never request twice.
+
+thread_rebuild_status shows an operation's progress. thread_rebuild_cancel (word
+{service.CANCEL_WORD}) ends a request that has not run yet. thread_rebuild_rollback_request (word
+{service.ROLLBACK_WORD}) returns to the old session after an activated rebuild, again after the
+reply ends. Use them only when the human asks.
+"""
+
+_READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
+                             open_world_hint=False)
+_DESTRUCTIVE = ToolAnnotations(read_only_hint=False, destructive_hint=True,
+                               idempotent_hint=False, open_world_hint=False)
+
+Transcript = Annotated[str | None, Field(
+    description="a transcript inside project_dir; default: the newest session transcript")]
+OperationId = Annotated[str, Field(description="the operation_id a request returned")]
+
+
+class StatusResult(BaseModel):
+    """An operation's record (ids, states, digests, counts; never conversation text)."""
+
+    found: bool
+    operation: Operation | None
+
+
+class OperationResult(BaseModel):
+    operation_id: str
+    status: OperationStatus
+    joined_existing: bool = False
+    next_step: str
+
+
+ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
+# The subscription Claude Code asks for; another one is handed to the SDK server at once.
+LISTEN = {"notifications": {"toolsListChanged": True, "promptsListChanged": True,
+                            "resourcesListChanged": True}}
+
+_AFTER_REPLY = ("Tell the human it is recorded, then finish your reply normally; the switch "
+                "happens after the reply ends. Do not call this tool again.")
+
+T = TypeVar("T")
+
+
+def _call(action: Callable[[], T]) -> T:
+    """Engine refusals become tool errors carrying the engine's one-line reason; so does a
+    file system error (the tool must always say why)."""
+    try:
+        return action()
+    except KaelError as exc:
+        raise ToolError(str(exc)) from None
+    except OSError as exc:
+        where = f" ({shown(exc.filename)})" if exc.filename else ""
+        raise ToolError(f"{exc.strerror or exc}{where}") from None
+
+
+def build_server(config: Config) -> MCPServer[Any]:
+    server: MCPServer[Any] = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS,
+                                       version=__version__, log_level="WARNING")
+
+    def plan_report(transcript: str | None) -> PlanReport:
+        return build_plan(config, resolve_transcript(config, transcript)).report
+
+    @server.tool(annotations=_READ_ONLY)
+    def thread_rebuild_doctor() -> DoctorReport:
+        """Check everything a rebuild and switch needs (read-only): project dir, workdir, state
+        dir, target, running session, resume command flags, Stop hook and its delivery, MCP
+        registration and containers, stuck operations, image and daemon versions."""
+        return run_doctor(config)
+
+    @server.tool(annotations=_READ_ONLY)
+    def thread_rebuild_dirty(transcript: Transcript = None) -> DirtyReport:
+        """Runtime bytes by category and whether a rebuild is advised (read-only; it never
+        requests)."""
+        return _call(lambda: plan_report(transcript).dirty)
+
+    @server.tool(annotations=_READ_ONLY)
+    def thread_rebuild_plan(transcript: Transcript = None) -> PlanReport:
+        """What a rebuild would carry and whether it is blocked (read-only). Show it to the
+        human before any request."""
+        return _call(lambda: plan_report(transcript))
+
+    @server.tool(annotations=_READ_ONLY)
+    def thread_rebuild_status(operation_id: Annotated[str | None, Field(
+            description="default: the operation in flight, else the latest")] = None,
+    ) -> StatusResult:
+        """An operation's state and record (read-only)."""
+        op = _call(lambda: service.status(config, operation_id))
+        return StatusResult(found=op is not None, operation=op)
+
+    @server.tool(annotations=_DESTRUCTIVE)
+    def thread_rebuild_request(
+        reason: Annotated[str, Field(description="why the human wants the rebuild")],
+        confirmation: Annotated[str, Field(
+            description=f"exactly {service.REBUILD_WORD}, only after the human agreed")],
+    ) -> OperationResult:
+        """Record a rebuild that runs after this reply ends. Only after showing the plan and
+        the human agreeing. Call once; then finish the reply normally."""
+        asked_at: datetime = utcnow()
+        op = _call(lambda: service.request(config, reason, confirmation, requested_by="mcp"))
+        return OperationResult(operation_id=op.operation_id, status=op.status,
+                               joined_existing=op.created_at < asked_at,
+                               next_step=_AFTER_REPLY)
+
+    @server.tool(annotations=_DESTRUCTIVE)
+    def thread_rebuild_cancel(
+        operation_id: OperationId,
+        confirmation: Annotated[str, Field(description=f"exactly {service.CANCEL_WORD}")],
+    ) -> OperationResult:
+        """Cancel a rebuild that has not started yet (pending or scheduled)."""
+        op = _call(lambda: service.cancel(config, operation_id, confirmation))
+        return OperationResult(operation_id=op.operation_id, status=op.status,
+                               next_step="Nothing will be switched.")
+
+    @server.tool(annotations=_DESTRUCTIVE)
+    def thread_rebuild_rollback_request(
+        operation_id: OperationId,
+        confirmation: Annotated[str, Field(description=f"exactly {service.ROLLBACK_WORD}")],
+    ) -> OperationResult:
+        """Return to the old session after an activated rebuild; the switch back happens after
+        this reply ends."""
+        op = _call(lambda: service.rollback_request(config, operation_id, confirmation))
+        return OperationResult(operation_id=op.operation_id, status=op.status,
+                               next_step=_AFTER_REPLY)
+
+    return server
+
+
+class _Replay:
+    """What the SDK's stdio transport reads: the client's lines the start-up path already
+    answered (so the SDK's session goes through the same handshake), then the wire."""
+
+    def __init__(self, answered: list[bytes], wire: BinaryIO) -> None:
+        self._answered = list(answered)
+        self._wire = wire
+
+    def readline(self) -> str:
+        line = self._answered.pop(0) if self._answered else self._wire.readline()
+        return line.decode("utf-8", errors="replace")
+
+
+class _Answers:
+    """What the SDK's stdio transport writes, one message per write: to the wire, except its
+    answers to the replayed requests (the client already has those)."""
+
+    def __init__(self, wire: BinaryIO, answered_ids: set[Hashable],
+                 acknowledged: set[Hashable]) -> None:
+        self._wire = wire
+        self._answered_ids = set(answered_ids)
+        self._acknowledged = set(acknowledged)
+
+    def write(self, text: str) -> int:
+        if not self._already_answered(text):
+            self._wire.write(text.encode())
+        return len(text)
+
+    def flush(self) -> None:
+        self._wire.flush()
+
+    def _already_answered(self, text: str) -> bool:
+        if not self._answered_ids and not self._acknowledged:
+            return False
+        message = json.loads(text)
+        if not isinstance(message, dict):
+            return False
+        if message.get("method") == ACKNOWLEDGED:
+            meta = (message.get("params") or {}).get("_meta") or {}
+            return _take(self._acknowledged, meta.get(SUBSCRIPTION_ID_KEY))
+        return "method" not in message and _take(self._answered_ids, message.get("id"))
+
+
+def _take(ids: set[Hashable], wanted: object) -> bool:
+    if isinstance(wanted, Hashable) and wanted in ids:
+        ids.discard(wanted)
+        return True
+    return False
+
+
+def serve(config: Config, wire_in: BinaryIO, wire_out: BinaryIO, *,
+          answered: Sequence[bytes] = (), answered_ids: set[Hashable] | None = None,
+          acknowledged: set[Hashable] | None = None) -> None:
+    """Serve the seven tools over WIRE_IN/WIRE_OUT until the client closes its side, first
+    replaying ANSWERED (the client's lines so far) and holding back the answers to
+    ANSWERED_IDS and the acknowledgements of the subscriptions ACKNOWLEDGED."""
+    server = build_server(config)
+    lowlevel = server._lowlevel_server  # MCPServer.run_stdio_async, with our streams
+    stdin = cast(TextIO, _Replay(list(answered), wire_in))
+    stdout = cast(TextIO, _Answers(wire_out, answered_ids or set(), acknowledged or set()))
+
+    async def run() -> None:
+        async with stdio_server(anyio.wrap_file(stdin), anyio.wrap_file(stdout)) as (read, write):
+            await lowlevel.run(read, write, lowlevel.create_initialization_options())
+
+    anyio.run(run)
+
+
+class _Script(io.RawIOBase):
+    """The client side of `record_snapshot`: its lines, then end of file once every request
+    has its answer (end of file earlier would end the session before the last answers)."""
+
+    def __init__(self, lines: list[bytes], answers: _Collected) -> None:
+        super().__init__()
+        self._lines = lines
+        self._answers = answers
+
+    def readline(self, size: int | None = -1) -> bytes:
+        if self._lines:
+            return self._lines.pop(0)
+        self._answers.complete.wait(timeout=60)
+        return b""
+
+
+class _Collected(io.RawIOBase):
+    def __init__(self, expected: int) -> None:
+        super().__init__()
+        self.messages: list[dict[str, Any]] = []
+        self.complete = threading.Event()
+        self._expected = expected
+
+    def write(self, data: Any) -> int:
+        self.messages.append(json.loads(bytes(data)))
+        if sum(isinstance(message.get("id"), int) for message in self.messages) >= \
+                self._expected:
+            self.complete.set()
+        return len(data)
+
+
+def record_snapshot() -> dict[str, Any]:
+    """The SDK server's answers to what a client asks before calling a tool, for every
+    protocol version it speaks: `initialize` and the lists (handshake versions);
+    `server/discover`, the acknowledgement of `subscriptions/listen` and the lists, each request
+    carrying its version in `_meta` as Claude Code sends them (the newer versions)."""
+    versions: dict[str, dict[str, Any]] = {}
+    for version in HANDSHAKE_PROTOCOL_VERSIONS:
+        hello = {"protocolVersion": version, "capabilities": {},
+                 "clientInfo": {"name": "snapshot", "version": "0"}}
+        initialized = json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        versions[version] = _record([("initialize", hello), initialized,
+                                     *((method, None) for method in SNAPSHOT_METHODS)])
+    for version in MODERN_PROTOCOL_VERSIONS:
+        meta = {"_meta": {PROTOCOL_VERSION_KEY: version,
+                          "io.modelcontextprotocol/clientInfo": {"name": "snapshot",
+                                                                 "version": "0"},
+                          "io.modelcontextprotocol/clientCapabilities": {}}}
+        listen = json.dumps({"jsonrpc": "2.0", "id": "listen", "method": "subscriptions/listen",
+                             "params": {**meta, **LISTEN}})
+        answers = _record([("server/discover", meta), listen,
+                           *((method, meta) for method in SNAPSHOT_METHODS)])
+        answers["subscriptions/listen"] = {"request": LISTEN,
+                                           "notification": answers.pop(ACKNOWLEDGED)}
+        versions[version] = answers
+    return {"generated_by": "python -m kael_thread_rebuild.interfaces.mcp_tools",
+            "protocol_versions": versions}
+
+
+def _record(script: list[tuple[str, dict[str, Any] | None] | str]) -> dict[str, Any]:
+    """The SDK server's answer to each request of SCRIPT (a line as is: not answered), and
+    its notifications, by method."""
+    methods = [step[0] for step in script if isinstance(step, tuple)]
+    lines = [step.encode() + b"\n" if isinstance(step, str) else
+             _line(methods.index(step[0]), step[0], step[1]) for step in script]
+    answers = _Collected(len(methods))
+    serve(Config.model_construct(project_dir=Path("/nonexistent")),  # listed, never called
+          cast(BinaryIO, _Script(lines, answers)), cast(BinaryIO, answers))
+    recorded: dict[str, Any] = {}
+    for message in answers.messages:
+        if isinstance(message.get("id"), int):
+            recorded[methods[message["id"]]] = _without(message, "jsonrpc", "id")
+        elif "method" in message and "id" not in message:
+            recorded[message["method"]] = message
+    return recorded
+
+
+def _without(message: dict[str, Any], *keys: str) -> dict[str, Any]:
+    return {key: value for key, value in message.items() if key not in keys}
+
+
+def _line(number: int, method: str, params: dict[str, Any] | None = None) -> bytes:
+    request: dict[str, Any] = {"jsonrpc": "2.0", "id": number, "method": method}
+    if params is not None:
+        request["params"] = params
+    return json.dumps(request).encode() + b"\n"
+
+
+if __name__ == "__main__":
+    atomic_write_bytes(SNAPSHOT, json.dumps(record_snapshot(), indent=1, sort_keys=True,
+                                            ensure_ascii=False).encode() + b"\n", mode=0o644)

@@ -1,0 +1,116 @@
+"""The MCP server's start-up path: Claude Code gives it about 3 s to answer `initialize`, so it
+answers `initialize` and the list requests before importing the MCP SDK or the engine, with
+exactly the answers the SDK server gives, and hands over to the SDK server at the first tool
+call."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from kael_thread_rebuild.interfaces.mcp_server import SNAPSHOT
+from kael_thread_rebuild.interfaces.mcp_tools import record_snapshot
+from tests.test_mcp_server import MCP_BIN, SEVEN, config, config_path, transcript
+
+__all__ = ["config", "config_path", "transcript"]  # fixtures
+
+# What answering `initialize` must not wait for: the SDK and the engine behind the tools.
+HEAVY = ("mcp", "mcp_types", "anyio", "orjson", "kael_thread_rebuild.plan",
+         "kael_thread_rebuild.doctor", "kael_thread_rebuild.operations",
+         "kael_thread_rebuild.conversation", "kael_thread_rebuild.interfaces.mcp_tools")
+
+
+def _request(number: int | str, method: str, params: dict[str, Any] | None = None) -> bytes:
+    message: dict[str, Any] = {"jsonrpc": "2.0", "id": number, "method": method}
+    if params is not None:
+        message["params"] = params
+    return json.dumps(message).encode() + b"\n"
+
+
+def _imported(importtime: str) -> set[str]:
+    """Module names from `python -X importtime` output."""
+    return {line.rsplit("|", 1)[1].strip() for line in importtime.splitlines()
+            if line.startswith("import time:") and line.count("|") == 2} - {"package"}
+
+
+# Claude Code 2.1.328's opening, as it sends it: every request names its protocol version.
+CLAUDE_META = {"_meta": {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientInfo": {
+        "name": "claude-code", "title": "Claude Code", "version": "2.1.328",
+        "description": "Anthropic's agentic coding tool",
+        "websiteUrl": "https://claude.com/claude-code"},
+    "io.modelcontextprotocol/clientCapabilities": {
+        "roots": {"listChanged": True}, "elicitation": {"form": {}, "url": {}}}}}
+LISTEN = {"notifications": {"toolsListChanged": True, "promptsListChanged": True,
+                            "resourcesListChanged": True}}
+OPENINGS = {
+    "initialize": [
+        _request(0, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                   "clientInfo": {"name": "startup-test", "version": "0"}}),
+        b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n',
+        _request(1, "tools/list"), _request(2, "prompts/list"), _request(3, "resources/list"),
+    ],
+    "server/discover (Claude Code 2.1.328)": [
+        _request("probe", "server/discover", CLAUDE_META),
+        _request("listen:0", "subscriptions/listen", {**CLAUDE_META, **LISTEN}),
+        _request(0, "server/discover", CLAUDE_META), _request(1, "prompts/list", CLAUDE_META),
+        _request(2, "resources/list", CLAUDE_META), _request(3, "tools/list", CLAUDE_META),
+    ],
+}
+
+
+@pytest.mark.parametrize("opening", list(OPENINGS))
+def test_the_opening_is_answered_without_the_sdk_or_the_engine(
+        opening: str, config_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-X", "importtime", str(MCP_BIN), "--config",
+                           str(config_path)], input=b"".join(OPENINGS[opening]),
+                          capture_output=True, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    answers = [json.loads(line) for line in proc.stdout.splitlines()]
+    answered = {answer["id"]: answer["result"] for answer in answers if "id" in answer}
+    asked = [json.loads(line) for line in OPENINGS[opening]]
+    assert set(answered) == {request["id"] for request in asked
+                             if "id" in request and request["method"] != "subscriptions/listen"}
+    tools_list = next(request["id"] for request in asked if request.get("method") == "tools/list")
+    assert {tool["name"] for tool in answered[tools_list]["tools"]} == SEVEN
+    assert all(answer.get("result", {}).get("serverInfo", {}).get("name", "kael-thread-rebuild")
+               == "kael-thread-rebuild" for answer in answers)
+    imported = _imported(proc.stderr.decode())
+    assert "kael_thread_rebuild.config" in imported  # the report is real
+    heavy = sorted(name for name in imported
+                   if any(name == top or name.startswith(f"{top}.") for top in HEAVY))
+    assert heavy == []
+
+
+def test_the_snapshot_is_what_the_sdk_server_answers() -> None:
+    """Regenerate with `python -m kael_thread_rebuild.interfaces.mcp_tools` after changing a
+    tool, the instructions, the version or the SDK."""
+    assert json.loads(SNAPSHOT.read_bytes()) == record_snapshot()
+
+
+def test_the_real_client_sees_the_same_tools_before_and_after_the_first_call(
+        config_path: Path, transcript: Any) -> None:
+    async def session() -> tuple[Any, Any, Any]:
+        params = StdioServerParameters(command=str(MCP_BIN), args=["--config", str(config_path)])
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as client:
+            await client.initialize()
+            before = await client.list_tools()  # from the start-up path
+            plan = await client.call_tool("thread_rebuild_plan", {})  # hands over to the SDK
+            after = await client.list_tools()  # from the SDK server
+            return before, plan, after
+
+    before, plan, after = anyio.run(session)
+    assert not plan.is_error and plan.structured_content is not None
+    assert plan.structured_content["source_session_id"] == transcript[0].stem
+    assert [tool.model_dump() for tool in before.tools] == \
+        [tool.model_dump() for tool in after.tools]
+    assert {tool.name for tool in before.tools} == SEVEN
