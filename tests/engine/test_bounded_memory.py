@@ -12,9 +12,10 @@ from pathlib import Path
 
 from kael_thread_rebuild.candidate.verifier import verify_candidate
 from kael_thread_rebuild.candidate.writer import write_candidate
+from kael_thread_rebuild.plan import build_plan
 from tests.builder import TranscriptBuilder
 from tests.conftest import ConfigFactory
-from tests.engine.helpers import plan_of
+from tests.engine.helpers import plan_of, source_path
 
 MIB = 1 << 20
 
@@ -61,3 +62,24 @@ def test_verification_reports_unreadable_files_instead_of_raising(make_config: C
     result.candidate_path.unlink()
     gone = verify_candidate(result.candidate_path, result.manifest_path, plan)
     assert gone.errors == [f"cannot read {result.candidate_path}: No such file or directory"]
+
+
+def test_a_plan_keeps_a_few_bytes_per_message(make_config: ConfigFactory) -> None:
+    """A million-message session must plan in 200 MiB (issue 8): one Python object per record
+    (uuid strings, dicts, tuples, hex digests) costs over a kilobyte a message; flat arrays
+    cost a few hundred bytes."""
+    config = make_config()
+    messages = 30_000
+    builder = _chat(messages)
+    builder.write(source_path(config, builder))
+    tracemalloc.start()
+    try:
+        plan = build_plan(config, source_path(config, builder), parallel=False)
+        held, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert plan.report.source_speech_items == messages
+    assert plan.report.selected_turns == messages // 2
+    per_message = peak / messages
+    assert per_message < 400, f"build_plan peaked at {per_message:.0f} bytes a message"
+    assert held / messages < 300, f"the plan holds {held / messages:.0f} bytes a message"

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 from ..errors import InputError
 from ..transcript.reader import READ_BUFFER, FileDigest, ReadStats, read_records
@@ -67,12 +67,10 @@ def _can_fork(size: int, parallel: bool | None) -> bool:
     return threading.active_count() == 1 and hasattr(os, "fork")
 
 
-def _read_child(reader: int) -> bytes:
-    chunks = []
-    with os.fdopen(reader, "rb") as pipe:
-        while chunk := pipe.read(READ_BUFFER):
-            chunks.append(chunk)
-    return b"".join(chunks)
+def _read_child(reader: int) -> object:
+    """The child's result, unpickled straight from the pipe (never held twice as bytes)."""
+    with os.fdopen(reader, "rb", buffering=READ_BUFFER) as pipe:
+        return pickle.load(pipe)
 
 
 def _second_half(path: Path, fd: int, start: int, size: int,
@@ -91,12 +89,14 @@ def _second_half(path: Path, fd: int, start: int, size: int,
             os.close(reader)
             with same_file.open("rb", buffering=READ_BUFFER) as handle:
                 result: object = _classify_range(handle, start, size - start, speech_tools)
-            payload = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
         except BaseException as exc:
-            payload = pickle.dumps(OSError(str(exc)))
+            result = OSError(str(exc))
             code = 1
-        with os.fdopen(writer, "wb") as pipe:
-            pipe.write(payload)
+        try:
+            with os.fdopen(writer, "wb", buffering=READ_BUFFER) as pipe:
+                pickle.dump(result, pipe, protocol=pickle.HIGHEST_PROTOCOL)
+        except BaseException:
+            code = 1
         os._exit(code)
     os.close(writer)
     return pid, reader
@@ -116,14 +116,16 @@ class SecondHalf:
     finished: bool = False
 
     def collect(self) -> tuple[Classifier, dict[str, int], ReadStats]:
-        payload = _read_child(self.reader)
+        later: object
+        try:
+            later = _read_child(self.reader)
+        except (EOFError, pickle.UnpicklingError) as exc:
+            later = OSError(f"the reader of the second part stopped: {exc}")
         os.waitpid(self.pid, 0)
         self.finished = True
-        later = pickle.loads(payload)
         if isinstance(later, BaseException):
             raise InputError(f"cannot read {self.path}: {later}")
-        result: tuple[Classifier, dict[str, int], ReadStats] = later
-        return result
+        return cast(tuple[Classifier, dict[str, int], ReadStats], later)
 
     def cancel(self) -> None:
         """Stop the child and let go of the file (the plan was not made after all)."""
