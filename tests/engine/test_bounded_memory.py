@@ -83,3 +83,27 @@ def test_a_plan_keeps_a_few_bytes_per_message(make_config: ConfigFactory) -> Non
     per_message = peak / messages
     assert per_message < 400, f"build_plan peaked at {per_message:.0f} bytes a message"
     assert held / messages < 300, f"the plan holds {held / messages:.0f} bytes a message"
+
+
+def test_a_line_of_many_megabytes_is_read_whole_and_a_torn_one_flagged(
+        make_config: ConfigFactory) -> None:
+    """Lines longer than the reader's long-line mark are measured, then read in one piece:
+    the same records and runtime bytes, and a torn last line is still a write in progress."""
+    config = make_config()
+    output = "build log line ✓ \"quoted\"\n" * (400_000)  # about 11 MB, over the mark
+    b = TranscriptBuilder()
+    b.user("run the build")
+    b.tool_call("Bash", output, text="running it")
+    b.say("the build is green")
+    plan = plan_of(b, config)
+    assert plan.report.source_speech_items == 3
+    assert plan.report.dirty.categories["tool_result"] == len(output.encode())
+    assert not plan.report.torn_final_line
+
+    path = source_path(config, b)
+    with path.open("ab") as handle:
+        handle.write(b'{"type":"user","content":"' + b"x" * (12 * MIB))  # no newline yet
+    torn = build_plan(config, path, parallel=False)
+    assert torn.report.torn_final_line
+    assert torn.report.source_bytes == path.stat().st_size
+    assert torn.report.dirty == plan.report.dirty
