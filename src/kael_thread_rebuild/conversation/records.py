@@ -10,7 +10,9 @@ from __future__ import annotations
 import bisect
 import fnmatch
 import hashlib
+import math
 import re
+import time
 from array import array
 from collections.abc import Iterable, MutableMapping
 from dataclasses import dataclass, field
@@ -82,6 +84,18 @@ _ROLE_INDEX = {role: index for index, role in enumerate(ROLES)}
 _ORIGIN_INDEX = {origin: index for index, origin in enumerate(ORIGINS)}
 DIGEST_BYTES = 32
 USER_ROLE = _ROLE_INDEX[Role.user]
+NO_TIME, CANONICAL_TIME, OTHER_TIME = 0, 1, 2
+
+
+def canonical_time(epoch_ms: float) -> str | None:
+    """EPOCH_MS written as Claude Code writes a record's timestamp (UTC, milliseconds, `Z`)."""
+    if math.isnan(epoch_ms):
+        return None
+    seconds, millis = divmod(round(epoch_ms), 1000)
+    try:
+        return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{millis:03d}Z"
+    except (OverflowError, OSError, ValueError):
+        return None
 
 
 @dataclass(slots=True)
@@ -99,9 +113,10 @@ class SpeechStore:
     offsets: array[int] = field(default_factory=lambda: array("q"))
     lengths: array[int] = field(default_factory=lambda: array("q"))
     first_items: array[int] = field(default_factory=lambda: array("i"))
-    times: bytearray = field(default_factory=bytearray)
-    time_ends: array[int] = field(default_factory=lambda: array("q", [0]))
+    # NO_TIME, or CANONICAL_TIME when the timestamp is the one `canonical_time` writes for the
+    # record's time in the table (as Claude Code writes them), or OTHER_TIME: in `other_times`.
     timed: bytearray = field(default_factory=bytearray)
+    other_times: dict[int, str] = field(default_factory=dict)
     kinds: bytearray = field(default_factory=bytearray)
     digests: bytearray = field(default_factory=bytearray)
     utf8_bytes: array[int] = field(default_factory=lambda: array("q"))
@@ -109,17 +124,20 @@ class SpeechStore:
     cjk: array[int] = field(default_factory=lambda: array("q"))
     owners: array[int] = field(default_factory=lambda: array("i"))
 
-    def add(self, row: int, timestamp: str | None, offset: int, length: int,
+    def add(self, row: int, timestamp: str | None, epoch_ms: float, offset: int, length: int,
             speech: tuple[Speech, ...]) -> None:
         owner = len(self.rows)
         self.rows.append(row)
         self.offsets.append(offset)
         self.lengths.append(length)
         self.first_items.append(len(self.owners))
-        self.timed.append(timestamp is not None)
-        if timestamp is not None:
-            self.times += text_bytes(timestamp)
-        self.time_ends.append(len(self.times))
+        if timestamp is None:
+            self.timed.append(NO_TIME)
+        elif timestamp == canonical_time(epoch_ms):
+            self.timed.append(CANONICAL_TIME)
+        else:
+            self.timed.append(OTHER_TIME)
+            self.other_times[owner] = timestamp
         for said in speech:
             data = text_bytes(said.text)
             self.kinds.append(_ROLE_INDEX[said.role] << 4 | _ORIGIN_INDEX[said.origin])
@@ -150,22 +168,23 @@ class SpeechStore:
     def sha256(self, item: int) -> str:
         return self.digests[item * DIGEST_BYTES:(item + 1) * DIGEST_BYTES].hex()
 
-    def timestamp(self, index: int) -> str | None:
-        if not self.timed[index]:
-            return None
-        data = self.times[self.time_ends[index]:self.time_ends[index + 1]]
-        return data.decode("utf-8", "surrogatepass")
+    def timestamp(self, index: int, epoch_ms: float) -> str | None:
+        """The timestamp of speaking record INDEX, whose time in the table is EPOCH_MS."""
+        timed = self.timed[index]
+        if timed == CANONICAL_TIME:
+            return canonical_time(epoch_ms)
+        return self.other_times[index] if timed == OTHER_TIME else None
 
     def absorb(self, later: SpeechStore, row_offset: int) -> None:
         """Append the store of the byte range read right after this one."""
-        owner_offset, item_offset, time_offset = len(self.rows), len(self.owners), len(self.times)
+        owner_offset, item_offset = len(self.rows), len(self.owners)
         self.rows.extend(row + row_offset for row in later.rows)
         self.offsets.extend(later.offsets)
         self.lengths.extend(later.lengths)
         self.first_items.extend(first + item_offset for first in later.first_items)
-        self.times += later.times
-        self.time_ends.extend(end + time_offset for end in later.time_ends[1:])
         self.timed += later.timed
+        self.other_times.update((owner + owner_offset, timestamp)
+                                for owner, timestamp in later.other_times.items())
         self.kinds += later.kinds
         self.digests += later.digests
         self.utf8_bytes.extend(later.utf8_bytes)
@@ -297,7 +316,8 @@ class Classifier:
             if isinstance(logical, str):
                 self.table.logical_parents[row] = logical
         if facts.speech:
-            self.speech.add(row, _str_or_none(timestamp), offset, size, facts.speech)
+            self.speech.add(row, _str_or_none(timestamp), self.table.times[row], offset, size,
+                            facts.speech)
         if facts.marker_kind is not None:
             self.markers[row] = facts.marker_kind
         if facts.snapshot_text and not self.seen_assistant:

@@ -24,6 +24,10 @@ from .records import Classifier, SpeechToolMatcher
 
 PARALLEL_MIN_BYTES = 64 << 20
 SPLIT_PROBE_BYTES = 1 << 20
+# A file of very many short records is read by one process: a forked reader's table and its
+# trip through the pipe would hold the records twice (a million-message chat: 200 MiB more).
+PARALLEL_MAX_LINES = 300_000
+DENSITY_PROBE_BYTES = 4 << 20
 
 
 @dataclass(slots=True)
@@ -58,6 +62,14 @@ def _split_point(handle: BinaryIO, size: int, fraction: float = 0.5) -> int | No
             return point if point < size else None
         probe = handle.read(SPLIT_PROBE_BYTES)
     return None
+
+
+def _too_many_lines(handle: BinaryIO, size: int) -> bool:
+    """Whether the file, judged by the density of lines in its first megabytes, holds more
+    than PARALLEL_MAX_LINES lines."""
+    handle.seek(0)
+    sample = handle.read(DENSITY_PROBE_BYTES)
+    return bool(sample) and sample.count(b"\n") * size > PARALLEL_MAX_LINES * len(sample)
 
 
 def _can_fork(size: int, parallel: bool | None) -> bool:
@@ -150,7 +162,9 @@ def start_second_half(path: Path, patterns: Iterable[str], *, parallel: bool | N
     except OSError:
         return None
     size = os.fstat(handle.fileno()).st_size
-    split = _split_point(handle, size, fraction) if _can_fork(size, parallel) else None
+    split = None
+    if _can_fork(size, parallel) and (parallel or not _too_many_lines(handle, size)):
+        split = _split_point(handle, size, fraction)
     if split is None:
         handle.close()
         return None

@@ -45,8 +45,33 @@ def epoch_ms(timestamp: object) -> float:
 
 
 def key_of(text: str) -> bytes:
-    """The bytes a uuid or message id is interned by (exact, lone surrogates included)."""
+    """The bytes a message id is interned by (exact, lone surrogates included)."""
     return text_bytes(text)
+
+
+def uuid_key(text: str) -> bytes:
+    """The bytes a uuid is interned by: its 16 raw bytes when it is written the canonical way
+    (lowercase, dashed), else its own bytes, never 16 long (so the two never meet)."""
+    if len(text) == 36 and text[8] == text[13] == text[18] == text[23] == "-":
+        digits = text.replace("-", "")
+        try:
+            raw = bytes.fromhex(digits)
+        except ValueError:
+            raw = b""
+        if len(raw) == 16 and raw.hex() == digits:
+            return raw
+    data = text_bytes(text)
+    return data + b"\xff" if len(data) == 16 else data  # 0xff is never in UTF-8
+
+
+def uuid_text(key: bytes) -> str:
+    """The uuid a key of `uuid_key` was made from."""
+    if len(key) == 16:
+        h = key.hex()
+        return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+    if len(key) == 17 and key[-1] == 0xFF:
+        key = key[:-1]
+    return key.decode("utf-8", "surrogatepass")
 
 
 @dataclass(slots=True)
@@ -74,7 +99,7 @@ class RecordTable:
     def add(self, uuid: str, kind: Kind, flags: int, parent: object, timestamp: object,
             line: int, message_id: object = None) -> int:
         row = len(self.kinds)
-        self._hold(self.uuids.add(key_of(uuid)), row, 0)
+        self._hold(self.uuids.add(uuid_key(uuid)), row, 0)
         self.kinds.append(kind)
         self.flags.append(flags)
         if isinstance(parent, str):
@@ -121,11 +146,11 @@ class RecordTable:
 
     def row_of(self, uuid: str) -> int | None:
         """The row that now holds UUID, or None when no record has it."""
-        code = self.uuids.find(key_of(uuid))
+        code = self.uuids.find(uuid_key(uuid))
         return None if code == EMPTY else self.code_rows[code]
 
     def uuid_of(self, row: int) -> str:
-        return self.uuids.key(self.row_codes[row]).decode("utf-8", "surrogatepass")
+        return uuid_text(self.uuids.key(self.row_codes[row]))
 
     def message_members(self, code: int) -> list[int]:
         """The rows of API message CODE, in file order."""

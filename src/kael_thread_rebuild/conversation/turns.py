@@ -50,7 +50,8 @@ class BranchItems:
         owner = store.owners[index]
         row = store.rows[owner]
         return Item(store.role(index), store.origin(index), self.table.uuid_of(row),
-                    self.table.lines[row], store.timestamp(owner), store.sha256(index),
+                    self.table.lines[row], store.timestamp(owner, self.table.times[row]),
+                    store.sha256(index),
                     store.utf8_bytes[index], store.chars[index], store.cjk[index],
                     store.offsets[owner], store.lengths[owner], index - store.first_items[owner])
 
