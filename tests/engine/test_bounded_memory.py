@@ -12,6 +12,7 @@ from pathlib import Path
 
 from kael_thread_rebuild.candidate.verifier import verify_candidate
 from kael_thread_rebuild.candidate.writer import write_candidate
+from kael_thread_rebuild.conversation.records import Origin, Role, Speech, SpeechStore
 from kael_thread_rebuild.plan import build_plan
 from tests.builder import TranscriptBuilder
 from tests.conftest import ConfigFactory
@@ -107,3 +108,15 @@ def test_a_line_of_many_megabytes_is_read_whole_and_a_torn_one_flagged(
     assert torn.report.torn_final_line
     assert torn.report.source_bytes == path.stat().st_size
     assert torn.report.dirty == plan.report.dirty
+
+
+def test_speech_counts_widen_past_two_gigabytes() -> None:
+    """Counts are kept in 32 bits until a line of over 2 GiB needs 64 (a merged reader too)."""
+    said = (Speech(Role.user, "hello", Origin.terminal),)
+    first, huge = SpeechStore(), SpeechStore()
+    first.add(0, None, float("nan"), 0, 100, said)
+    huge.add(0, None, float("nan"), 100, 3 << 30, said)
+    assert huge.lengths.typecode == "q" and first.lengths.typecode == "i"
+    first.absorb(huge, 1)
+    assert list(first.lengths) == [100, 3 << 30]
+    assert list(first.utf8_bytes) == [5, 5] and list(first.rows) == [0, 1]

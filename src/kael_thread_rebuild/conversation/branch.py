@@ -100,7 +100,7 @@ def active_branch(table: RecordTable) -> Branch:
 
     bridge: _Bridge | None = None
     visited = RowSet(len(table))
-    path = array("q")
+    path = array("i")
     bridged = 0
     cycle_at: int | None = None
     current: int | None = leaf
@@ -149,7 +149,7 @@ def _with_parallel_siblings(table: RecordTable, path: array[int], main: array[in
         recovered = recovered or any(r not in on_path for r in rows)
     if not recovered:
         return path
-    ordered = array("q")
+    ordered = array("i")
     placed: set[int] = set()
     for row in path:
         code = messages[row]

@@ -85,6 +85,7 @@ _ORIGIN_INDEX = {origin: index for index, origin in enumerate(ORIGINS)}
 DIGEST_BYTES = 32
 USER_ROLE = _ROLE_INDEX[Role.user]
 NO_TIME, CANONICAL_TIME, OTHER_TIME = 0, 1, 2
+INT32_MAX = (1 << 31) - 1
 
 
 def canonical_time(epoch_ms: float) -> str | None:
@@ -111,7 +112,7 @@ class SpeechStore:
 
     rows: array[int] = field(default_factory=lambda: array("i"))
     offsets: array[int] = field(default_factory=lambda: array("q"))
-    lengths: array[int] = field(default_factory=lambda: array("q"))
+    lengths: array[int] = field(default_factory=lambda: array("i"))
     first_items: array[int] = field(default_factory=lambda: array("i"))
     # NO_TIME, or CANONICAL_TIME when the timestamp is the one `canonical_time` writes for the
     # record's time in the table (as Claude Code writes them), or OTHER_TIME: in `other_times`.
@@ -119,14 +120,17 @@ class SpeechStore:
     other_times: dict[int, str] = field(default_factory=dict)
     kinds: bytearray = field(default_factory=bytearray)
     digests: bytearray = field(default_factory=bytearray)
-    utf8_bytes: array[int] = field(default_factory=lambda: array("q"))
-    chars: array[int] = field(default_factory=lambda: array("q"))
-    cjk: array[int] = field(default_factory=lambda: array("q"))
+    # 32-bit until a text or a line needs more (see `_widen`).
+    utf8_bytes: array[int] = field(default_factory=lambda: array("i"))
+    chars: array[int] = field(default_factory=lambda: array("i"))
+    cjk: array[int] = field(default_factory=lambda: array("i"))
     owners: array[int] = field(default_factory=lambda: array("i"))
 
     def add(self, row: int, timestamp: str | None, epoch_ms: float, offset: int, length: int,
             speech: tuple[Speech, ...]) -> None:
         owner = len(self.rows)
+        if length > INT32_MAX:
+            self._widen()
         self.rows.append(row)
         self.offsets.append(offset)
         self.lengths.append(length)
@@ -149,6 +153,12 @@ class SpeechStore:
 
     def __len__(self) -> int:
         return len(self.rows)
+
+    def _widen(self) -> None:
+        """64-bit counts: a text of over 2 GiB (it fits in a line of over 2 GiB)."""
+        if self.lengths.typecode == "i":
+            self.lengths, self.utf8_bytes = array("q", self.lengths), array("q", self.utf8_bytes)
+            self.chars, self.cjk = array("q", self.chars), array("q", self.cjk)
 
     def index_of(self, row: int) -> int:
         """The speaking record at table row ROW, or -1 (rows are stored in increasing order)."""
@@ -180,16 +190,18 @@ class SpeechStore:
         owner_offset, item_offset = len(self.rows), len(self.owners)
         self.rows.extend(row + row_offset for row in later.rows)
         self.offsets.extend(later.offsets)
-        self.lengths.extend(later.lengths)
+        if later.lengths.typecode != self.lengths.typecode:
+            self._widen()
+        self.lengths.extend(iter(later.lengths))
         self.first_items.extend(first + item_offset for first in later.first_items)
         self.timed += later.timed
         self.other_times.update((owner + owner_offset, timestamp)
                                 for owner, timestamp in later.other_times.items())
         self.kinds += later.kinds
         self.digests += later.digests
-        self.utf8_bytes.extend(later.utf8_bytes)
-        self.chars.extend(later.chars)
-        self.cjk.extend(later.cjk)
+        self.utf8_bytes.extend(iter(later.utf8_bytes))
+        self.chars.extend(iter(later.chars))
+        self.cjk.extend(iter(later.cjk))
         self.owners.extend(owner + owner_offset for owner in later.owners)
 
 
