@@ -95,6 +95,9 @@ class RecordTable:
     pending_parents: dict[int, str] = field(default_factory=dict)
     logical_parents: dict[int, str] = field(default_factory=dict)
     superseded: dict[int, int] = field(default_factory=dict)
+    # The uuid of the last row added: most records hang under the record written just before,
+    # and comparing two strings is cheaper than a lookup.
+    last_uuid: str | None = None
 
     def add(self, uuid: str, kind: Kind, flags: int, parent: object, timestamp: object,
             line: int, message_id: object = None) -> int:
@@ -103,13 +106,17 @@ class RecordTable:
         self.kinds.append(kind)
         self.flags.append(flags)
         if isinstance(parent, str):
-            parent_row = self.row_of(parent)
+            if parent == self.last_uuid and parent != uuid:
+                parent_row: int | None = row - 1
+            else:
+                parent_row = self.row_of(parent)
             if parent_row is None or parent_row == row:
                 self.pending_parents[row] = parent
                 parent_row = UNRESOLVED
             self.parents.append(parent_row)
         else:
             self.parents.append(NO_PARENT)
+        self.last_uuid = uuid
         self.times.append(epoch_ms(timestamp))
         self.lines.append(line)
         if isinstance(message_id, str):
@@ -184,6 +191,7 @@ class RecordTable:
         Uuids seen in both ranges follow the same rule as within one range: the later wins.
         """
         offset = len(self)
+        self.last_uuid = None
         self.kinds.extend(later.kinds)
         self.flags.extend(later.flags)
         self.parents.extend(p + offset if p >= 0 else p for p in later.parents)
