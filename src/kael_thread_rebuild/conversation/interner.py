@@ -34,30 +34,30 @@ class Interner:
 
     def find(self, key: bytes) -> int:
         """KEY's code, or EMPTY when it was never added."""
-        slots, mask, blob, ends = self.slots, self.mask, self.blob, self.ends
-        slot = hash(key) & mask
-        while (code := slots[slot]) != EMPTY:
-            if blob[ends[code]:ends[code + 1]] == key:
-                return code
-            slot = (slot + 1) & mask
-        return EMPTY
+        return self.slots[self._probe(key)]
 
     def add(self, key: bytes) -> int:
-        """KEY's code, numbering it when it is new (linear probing; the probe loop is written
-        out here and in `find`: these run once or twice for every record of a transcript)."""
-        slots, mask, blob, ends = self.slots, self.mask, self.blob, self.ends
-        slot = hash(key) & mask
-        while (code := slots[slot]) != EMPTY:
-            if blob[ends[code]:ends[code + 1]] == key:
-                return code
-            slot = (slot + 1) & mask
-        code = len(ends) - 1
-        blob += key
-        ends.append(len(blob))
+        """KEY's code, numbering it when it is new."""
+        slot = self._probe(key)
+        slots = self.slots
+        code = slots[slot]
+        if code != EMPTY:
+            return code
+        code = len(self.ends) - 1
+        self.blob += key
+        self.ends.append(len(self.blob))
         slots[slot] = code
         if 2 * (code + 1) > len(slots):
             self._grow()
         return code
+
+    def _probe(self, key: bytes) -> int:
+        """The slot that holds KEY, or the empty slot where it would go (linear probing)."""
+        slots, mask, blob, ends = self.slots, self.mask, self.blob, self.ends
+        slot = hash(key) & mask
+        while (code := slots[slot]) != EMPTY and blob[ends[code]:ends[code + 1]] != key:
+            slot = (slot + 1) & mask
+        return slot
 
     def _grow(self) -> None:
         size = 2 * len(self.slots)
