@@ -13,12 +13,11 @@ from .config import Config
 from .conversation.branch import active_branch
 from .conversation.budget import apply_budget
 from .conversation.dirty import DirtyReport, dirty_report, poison_score
-from .conversation.records import Origin
 from .conversation.scan import SecondHalf, scan
 from .conversation.snapshot import Snapshot, find_snapshot
 from .conversation.texts import iter_texts, read_texts
 from .conversation.tokens import estimate_tokens
-from .conversation.turns import Item, Turn, build_turns
+from .conversation.turns import Item, TurnList, build_turns
 from .errors import InputError
 
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
@@ -62,7 +61,7 @@ class Plan:
     report: PlanReport
     source_path: Path
     snapshot: Snapshot | None
-    turns: list[Turn]
+    turns: TurnList
     model: str | None
     cwd: str | None
     speech_tool_pattern: list[str]
@@ -73,7 +72,7 @@ class Plan:
 
     @property
     def items(self) -> list[Item]:
-        return [item for turn in self.turns for item in turn.items]
+        return list(self.turns.items())
 
     def texts(self, items: list[Item] | None = None) -> list[str]:
         """The words of ITEMS (default: every selected item), read again and verified."""
@@ -82,8 +81,7 @@ class Plan:
 
     def iter_texts(self) -> Iterator[str]:
         """The words of every selected item, one at a time (see `texts.iter_texts`)."""
-        items = (item for turn in self.turns for item in turn.items)
-        return iter_texts(self.source_path, items, self.speech_tool_pattern)
+        return iter_texts(self.source_path, self.turns.items(), self.speech_tool_pattern)
 
 
 def build_plan(config: Config, path: Path, *, parallel: bool | None = None,
@@ -106,7 +104,7 @@ def build_plan(config: Config, path: Path, *, parallel: bool | None = None,
 
     branch = active_branch(classifier.table)
     snapshot = find_snapshot(branch.rows, classifier) if config.freeze_startup_snapshot else None
-    built = build_turns(branch.rows, classifier.speech, classifier.table.lines)
+    built = build_turns(branch.rows, classifier.table, classifier.speech)
     turns = built.turns
     open_tail = bool(turns) and turns[-1].is_open
     dropped_tail_items = 0
@@ -117,18 +115,11 @@ def build_plan(config: Config, path: Path, *, parallel: bool | None = None,
     snapshot_tokens = estimate_tokens(snapshot.text, config.token_divisor) if snapshot else 0
     budget = apply_budget(carried, snapshot_tokens, config.carry_max_tokens,
                           config.carry_overflow, config.token_divisor)
-    window = [item for turn in turns[-config.poison_window_turns:] for item in turn.items]
+    window = list(turns[-config.poison_window_turns:].items())
     poison = poison_score(read_texts(path, window, config.speech_tool_pattern),
                           config.poison_regex)
 
-    by_origin = {origin.value: 0 for origin in Origin}
-    conversation_bytes = 0
-    longest: tuple[int, int] = (0, 0)
-    for turn in turns:
-        for item in turn.items:
-            by_origin[item.origin] += 1
-            conversation_bytes += item.utf8_bytes
-            longest = max(longest, (item.chars, item.source_line))
+    by_origin, conversation_bytes, longest = turns.source.summary()
     source_items = sum(by_origin.values())
     carried_items = sum(len(turn.items) for turn in budget.selected)
 

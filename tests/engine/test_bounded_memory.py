@@ -12,9 +12,11 @@ from pathlib import Path
 
 from kael_thread_rebuild.candidate.verifier import verify_candidate
 from kael_thread_rebuild.candidate.writer import write_candidate
+from kael_thread_rebuild.conversation.records import Origin, Role, Speech, SpeechStore
+from kael_thread_rebuild.plan import build_plan
 from tests.builder import TranscriptBuilder
 from tests.conftest import ConfigFactory
-from tests.engine.helpers import plan_of
+from tests.engine.helpers import plan_of, source_path
 
 MIB = 1 << 20
 
@@ -61,3 +63,60 @@ def test_verification_reports_unreadable_files_instead_of_raising(make_config: C
     result.candidate_path.unlink()
     gone = verify_candidate(result.candidate_path, result.manifest_path, plan)
     assert gone.errors == [f"cannot read {result.candidate_path}: No such file or directory"]
+
+
+def test_a_plan_keeps_a_few_bytes_per_message(make_config: ConfigFactory) -> None:
+    """A million-message session must plan in 200 MiB (issue 8): one Python object per record
+    (uuid strings, dicts, tuples, hex digests) costs over a kilobyte a message; flat arrays
+    cost a few hundred bytes."""
+    config = make_config()
+    messages = 30_000
+    builder = _chat(messages)
+    builder.write(source_path(config, builder))
+    tracemalloc.start()
+    try:
+        plan = build_plan(config, source_path(config, builder), parallel=False)
+        held, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert plan.report.source_speech_items == messages
+    assert plan.report.selected_turns == messages // 2
+    per_message = peak / messages
+    assert per_message < 400, f"build_plan peaked at {per_message:.0f} bytes a message"
+    assert held / messages < 300, f"the plan holds {held / messages:.0f} bytes a message"
+
+
+def test_a_line_of_many_megabytes_is_read_whole_and_a_torn_one_flagged(
+        make_config: ConfigFactory) -> None:
+    """Lines longer than the reader's long-line mark are measured, then read in one piece:
+    the same records and runtime bytes, and a torn last line is still a write in progress."""
+    config = make_config()
+    output = "build log line ✓ \"quoted\"\n" * (400_000)  # about 11 MB, over the mark
+    b = TranscriptBuilder()
+    b.user("run the build")
+    b.tool_call("Bash", output, text="running it")
+    b.say("the build is green")
+    plan = plan_of(b, config)
+    assert plan.report.source_speech_items == 3
+    assert plan.report.dirty.categories["tool_result"] == len(output.encode())
+    assert not plan.report.torn_final_line
+
+    path = source_path(config, b)
+    with path.open("ab") as handle:
+        handle.write(b'{"type":"user","content":"' + b"x" * (12 * MIB))  # no newline yet
+    torn = build_plan(config, path, parallel=False)
+    assert torn.report.torn_final_line
+    assert torn.report.source_bytes == path.stat().st_size
+    assert torn.report.dirty == plan.report.dirty
+
+
+def test_speech_counts_widen_past_two_gigabytes() -> None:
+    """Counts are kept in 32 bits until a line of over 2 GiB needs 64 (a merged reader too)."""
+    said = (Speech(Role.user, "hello", Origin.terminal),)
+    first, huge = SpeechStore(), SpeechStore()
+    first.add(0, None, float("nan"), 0, 100, said)
+    huge.add(0, None, float("nan"), 100, 3 << 30, said)
+    assert huge.lengths.typecode == "q" and first.lengths.typecode == "i"
+    first.absorb(huge, 1)
+    assert list(first.lengths) == [100, 3 << 30]
+    assert list(first.utf8_bytes) == [5, 5] and list(first.rows) == [0, 1]

@@ -90,8 +90,8 @@ def _last_conversation(table: RecordTable, main: array[int]) -> tuple[int | None
 
 def active_branch(table: RecordTable) -> Branch:
     flags, superseded = table.flags, table.superseded
-    main = array("q", [row for row in range(len(table))
-                       if not flags[row] & SIDECHAIN and row not in superseded])
+    main = array("i", (row for row in range(len(table))
+                       if not flags[row] & SIDECHAIN and row not in superseded))
     leaf, unlinked = _last_conversation(table, main)
     if leaf is None:
         return Branch([], 0, False, 0, None)
@@ -100,7 +100,7 @@ def active_branch(table: RecordTable) -> Branch:
 
     bridge: _Bridge | None = None
     visited = RowSet(len(table))
-    path = array("q")
+    path = array("i")
     bridged = 0
     cycle_at: int | None = None
     current: int | None = leaf
@@ -140,7 +140,7 @@ def _with_parallel_siblings(table: RecordTable, path: array[int], main: array[in
         code = messages[row]
         if code < 0 or kinds[row] != ASSISTANT or code in groups:
             continue
-        members = table.message_rows[code]
+        members = table.message_members(code)
         if len(members) == 1:
             continue  # the message is this row alone: nothing to recover, nothing to keep
         rows = [r for r in members if kinds[r] == ASSISTANT
@@ -149,7 +149,7 @@ def _with_parallel_siblings(table: RecordTable, path: array[int], main: array[in
         recovered = recovered or any(r not in on_path for r in rows)
     if not recovered:
         return path
-    ordered = array("q")
+    ordered = array("i")
     placed: set[int] = set()
     for row in path:
         code = messages[row]

@@ -2,35 +2,37 @@
 
 from __future__ import annotations
 
+from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..config import CarryOverflow
 from .tokens import tokens_from_counts
-from .turns import Turn
+from .turns import Turn, TurnList
 
 
 def turn_tokens(turn: Turn, divisor: float) -> int:
-    return sum(tokens_from_counts(item.chars, item.cjk, divisor) for item in turn.items)
+    return sum(tokens_from_counts(chars, cjk, divisor) for chars, cjk in turn.counts())
 
 
 @dataclass(slots=True)
 class BudgetResult:
-    selected: list[Turn]
+    selected: TurnList
     dropped_oldest_turns: int
     estimated_tokens: int
     overflow_tokens: int
     overflow_blocked: bool
 
 
-def apply_budget(turns: list[Turn], fixed_tokens: int, max_tokens: int,
+def apply_budget(turns: TurnList, fixed_tokens: int, max_tokens: int,
                  overflow: CarryOverflow, divisor: float) -> BudgetResult:
     """FIXED_TOKENS (the snapshot) always travels; the last turn is always kept."""
-    sizes = [turn_tokens(turn, divisor) for turn in turns]
+    sizes: Sequence[int] = array("q", (turn_tokens(turn, divisor) for turn in turns))
     total = fixed_tokens + sum(sizes)
     if max_tokens == 0 or total <= max_tokens:
-        return BudgetResult(list(turns), 0, total, 0, False)
+        return BudgetResult(turns, 0, total, 0, False)
     if overflow is CarryOverflow.block:
-        return BudgetResult(list(turns), 0, total, total - max_tokens, True)
+        return BudgetResult(turns, 0, total, total - max_tokens, True)
     dropped = 0
     while total > max_tokens and dropped < len(turns) - 1:
         total -= sizes[dropped]

@@ -7,13 +7,17 @@ types and fields are tolerated.
 
 from __future__ import annotations
 
+import bisect
 import fnmatch
 import hashlib
+import math
 import re
+import time
+from array import array
 from collections.abc import Iterable, MutableMapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, NamedTuple
+from typing import Any
 
 from ..transcript.reader import dumps_line, text_bytes
 from .injected import (
@@ -74,34 +78,131 @@ class Speech:
     origin: Origin
 
 
-class SpeechFact(NamedTuple):
-    """One speech item without its words: what the plan needs. The words stay in the file and
-    are read again (and checked against the digest) only when a candidate is written.
-    (Named tuples: a forked reader sends tens of thousands of these back, and tuples pickle
-    fast.)"""
-
-    role: Role
-    origin: Origin
-    sha256: str
-    utf8_bytes: int
-    chars: int
-    cjk: int
-
-    @classmethod
-    def of(cls, speech: Speech) -> SpeechFact:
-        data = text_bytes(speech.text)
-        return cls(speech.role, speech.origin, hashlib.sha256(data).hexdigest(), len(data),
-                   len(speech.text), count_cjk(speech.text))
+ROLES = tuple(Role)
+ORIGINS = tuple(Origin)
+_ROLE_INDEX = {role: index for index, role in enumerate(ROLES)}
+_ORIGIN_INDEX = {origin: index for index, origin in enumerate(ORIGINS)}
+DIGEST_BYTES = 32
+USER_ROLE = _ROLE_INDEX[Role.user]
+NO_TIME, CANONICAL_TIME, OTHER_TIME = 0, 1, 2
+INT32_MAX = (1 << 31) - 1
 
 
-class RowSpeech(NamedTuple):
-    """The speech of one record, with where it came from and where its line is."""
+def canonical_time(epoch_ms: float) -> str | None:
+    """EPOCH_MS written as Claude Code writes a record's timestamp (UTC, milliseconds, `Z`)."""
+    if math.isnan(epoch_ms):
+        return None
+    seconds, millis = divmod(round(epoch_ms), 1000)
+    try:
+        return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{millis:03d}Z"
+    except (OverflowError, OSError, ValueError):
+        return None
 
-    uuid: str
-    timestamp: str | None
-    offset: int
-    length: int
-    items: tuple[SpeechFact, ...]
+
+@dataclass(slots=True)
+class SpeechStore:
+    """The speech of every record, without its words, in flat arrays (a million messages must
+    not cost a million Python objects). The words stay in the file and are read again (and
+    checked against the digest) only when a candidate is written.
+
+    Per record that speaks (file order): its table row, line offset and size, its timestamp, and
+    where its items start. Per item: role and origin (one byte), SHA-256 (32 raw bytes), UTF-8
+    bytes, characters and CJK characters, and the record it belongs to.
+    """
+
+    rows: array[int] = field(default_factory=lambda: array("i"))
+    offsets: array[int] = field(default_factory=lambda: array("q"))
+    lengths: array[int] = field(default_factory=lambda: array("i"))
+    first_items: array[int] = field(default_factory=lambda: array("i"))
+    # NO_TIME, or CANONICAL_TIME when the timestamp is the one `canonical_time` writes for the
+    # record's time in the table (as Claude Code writes them), or OTHER_TIME: in `other_times`.
+    timed: bytearray = field(default_factory=bytearray)
+    other_times: dict[int, str] = field(default_factory=dict)
+    kinds: bytearray = field(default_factory=bytearray)
+    digests: bytearray = field(default_factory=bytearray)
+    # 32-bit until a text or a line needs more (see `_widen`).
+    utf8_bytes: array[int] = field(default_factory=lambda: array("i"))
+    chars: array[int] = field(default_factory=lambda: array("i"))
+    cjk: array[int] = field(default_factory=lambda: array("i"))
+    owners: array[int] = field(default_factory=lambda: array("i"))
+
+    def add(self, row: int, timestamp: str | None, epoch_ms: float, offset: int, length: int,
+            speech: tuple[Speech, ...]) -> None:
+        owner = len(self.rows)
+        if length > INT32_MAX:
+            self._widen()
+        self.rows.append(row)
+        self.offsets.append(offset)
+        self.lengths.append(length)
+        self.first_items.append(len(self.owners))
+        if timestamp is None:
+            self.timed.append(NO_TIME)
+        elif timestamp == canonical_time(epoch_ms):
+            self.timed.append(CANONICAL_TIME)
+        else:
+            self.timed.append(OTHER_TIME)
+            self.other_times[owner] = timestamp
+        for said in speech:
+            data = text_bytes(said.text)
+            self.kinds.append(_ROLE_INDEX[said.role] << 4 | _ORIGIN_INDEX[said.origin])
+            self.digests += hashlib.sha256(data).digest()
+            self.utf8_bytes.append(len(data))
+            self.chars.append(len(said.text))
+            self.cjk.append(count_cjk(said.text))
+            self.owners.append(owner)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def _widen(self) -> None:
+        """64-bit counts: a text of over 2 GiB (it fits in a line of over 2 GiB)."""
+        if self.lengths.typecode == "i":
+            self.lengths, self.utf8_bytes = array("q", self.lengths), array("q", self.utf8_bytes)
+            self.chars, self.cjk = array("q", self.chars), array("q", self.cjk)
+
+    def index_of(self, row: int) -> int:
+        """The speaking record at table row ROW, or -1 (rows are stored in increasing order)."""
+        index = bisect.bisect_left(self.rows, row)
+        return index if index < len(self.rows) and self.rows[index] == row else -1
+
+    def item_range(self, index: int) -> range:
+        end = self.first_items[index + 1] if index + 1 < len(self.rows) else len(self.owners)
+        return range(self.first_items[index], end)
+
+    def role(self, item: int) -> Role:
+        return ROLES[self.kinds[item] >> 4]
+
+    def origin(self, item: int) -> Origin:
+        return ORIGINS[self.kinds[item] & 15]
+
+    def sha256(self, item: int) -> str:
+        return self.digests[item * DIGEST_BYTES:(item + 1) * DIGEST_BYTES].hex()
+
+    def timestamp(self, index: int, epoch_ms: float) -> str | None:
+        """The timestamp of speaking record INDEX, whose time in the table is EPOCH_MS."""
+        timed = self.timed[index]
+        if timed == CANONICAL_TIME:
+            return canonical_time(epoch_ms)
+        return self.other_times[index] if timed == OTHER_TIME else None
+
+    def absorb(self, later: SpeechStore, row_offset: int) -> None:
+        """Append the store of the byte range read right after this one."""
+        owner_offset, item_offset = len(self.rows), len(self.owners)
+        self.rows.extend(row + row_offset for row in later.rows)
+        self.offsets.extend(later.offsets)
+        if later.lengths.typecode != self.lengths.typecode:
+            self._widen()
+        self.lengths.extend(iter(later.lengths))
+        self.first_items.extend(first + item_offset for first in later.first_items)
+        self.timed += later.timed
+        self.other_times.update((owner + owner_offset, timestamp)
+                                for owner, timestamp in later.other_times.items())
+        self.kinds += later.kinds
+        self.digests += later.digests
+        self.utf8_bytes.extend(iter(later.utf8_bytes))
+        self.chars.extend(iter(later.chars))
+        self.cjk.extend(iter(later.cjk))
+        self.owners.extend(owner + owner_offset for owner in later.owners)
 
 
 @dataclass(slots=True, frozen=True)
@@ -198,7 +299,7 @@ class Classifier:
     def __init__(self, speech_tools: SpeechToolMatcher) -> None:
         self.speech_tools = speech_tools
         self.table = RecordTable()
-        self.speech: dict[int, RowSpeech] = {}
+        self.speech = SpeechStore()
         self.snapshot_texts: dict[int, SnapshotPart] = {}
         self.markers: dict[int, str] = {}
         self.seen_assistant = False
@@ -227,8 +328,8 @@ class Classifier:
             if isinstance(logical, str):
                 self.table.logical_parents[row] = logical
         if facts.speech:
-            self.speech[row] = RowSpeech(uuid, _str_or_none(timestamp), offset, size,
-                                         tuple(SpeechFact.of(said) for said in facts.speech))
+            self.speech.add(row, _str_or_none(timestamp), self.table.times[row], offset, size,
+                            facts.speech)
         if facts.marker_kind is not None:
             self.markers[row] = facts.marker_kind
         if facts.snapshot_text and not self.seen_assistant:
@@ -282,7 +383,7 @@ class Classifier:
     def absorb(self, later: Classifier, line_offset: int) -> None:
         """Take in what another classifier read from the byte range right after this one."""
         offset = self.table.absorb(later.table, line_offset)
-        self.speech.update((row + offset, said) for row, said in later.speech.items())
+        self.speech.absorb(later.speech, offset)
         self.markers.update((row + offset, kind) for row, kind in later.markers.items())
         if not self.seen_assistant:
             self.snapshot_texts.update((row + offset, part)

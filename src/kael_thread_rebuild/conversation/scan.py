@@ -16,7 +16,7 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 from ..errors import InputError
 from ..transcript.reader import READ_BUFFER, FileDigest, ReadStats, read_records
@@ -24,6 +24,10 @@ from .records import Classifier, SpeechToolMatcher
 
 PARALLEL_MIN_BYTES = 64 << 20
 SPLIT_PROBE_BYTES = 1 << 20
+# A file of very many short records is read by one process: a forked reader's table and its
+# trip through the pipe would hold the records twice (a million-message chat: 200 MiB more).
+PARALLEL_MAX_LINES = 300_000
+DENSITY_PROBE_BYTES = 4 << 20
 
 
 @dataclass(slots=True)
@@ -60,6 +64,14 @@ def _split_point(handle: BinaryIO, size: int, fraction: float = 0.5) -> int | No
     return None
 
 
+def _too_many_lines(handle: BinaryIO, size: int) -> bool:
+    """Whether the file, judged by the density of lines in its first megabytes, holds more
+    than PARALLEL_MAX_LINES lines."""
+    handle.seek(0)
+    sample = handle.read(DENSITY_PROBE_BYTES)
+    return bool(sample) and sample.count(b"\n") * size > PARALLEL_MAX_LINES * len(sample)
+
+
 def _can_fork(size: int, parallel: bool | None) -> bool:
     if parallel is False or size < PARALLEL_MIN_BYTES or (os.cpu_count() or 1) < 2:
         return False
@@ -67,12 +79,10 @@ def _can_fork(size: int, parallel: bool | None) -> bool:
     return threading.active_count() == 1 and hasattr(os, "fork")
 
 
-def _read_child(reader: int) -> bytes:
-    chunks = []
-    with os.fdopen(reader, "rb") as pipe:
-        while chunk := pipe.read(READ_BUFFER):
-            chunks.append(chunk)
-    return b"".join(chunks)
+def _read_child(reader: int) -> object:
+    """The child's result, unpickled straight from the pipe (never held twice as bytes)."""
+    with os.fdopen(reader, "rb", buffering=READ_BUFFER) as pipe:
+        return pickle.load(pipe)
 
 
 def _second_half(path: Path, fd: int, start: int, size: int,
@@ -91,12 +101,14 @@ def _second_half(path: Path, fd: int, start: int, size: int,
             os.close(reader)
             with same_file.open("rb", buffering=READ_BUFFER) as handle:
                 result: object = _classify_range(handle, start, size - start, speech_tools)
-            payload = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
         except BaseException as exc:
-            payload = pickle.dumps(OSError(str(exc)))
+            result = OSError(str(exc))
             code = 1
-        with os.fdopen(writer, "wb") as pipe:
-            pipe.write(payload)
+        try:
+            with os.fdopen(writer, "wb", buffering=READ_BUFFER) as pipe:
+                pickle.dump(result, pipe, protocol=pickle.HIGHEST_PROTOCOL)
+        except BaseException:
+            code = 1
         os._exit(code)
     os.close(writer)
     return pid, reader
@@ -116,14 +128,16 @@ class SecondHalf:
     finished: bool = False
 
     def collect(self) -> tuple[Classifier, dict[str, int], ReadStats]:
-        payload = _read_child(self.reader)
+        later: object
+        try:
+            later = _read_child(self.reader)
+        except (EOFError, pickle.UnpicklingError) as exc:
+            later = OSError(f"the reader of the second part stopped: {exc}")
         os.waitpid(self.pid, 0)
         self.finished = True
-        later = pickle.loads(payload)
         if isinstance(later, BaseException):
             raise InputError(f"cannot read {self.path}: {later}")
-        result: tuple[Classifier, dict[str, int], ReadStats] = later
-        return result
+        return cast(tuple[Classifier, dict[str, int], ReadStats], later)
 
     def cancel(self) -> None:
         """Stop the child and let go of the file (the plan was not made after all)."""
@@ -148,7 +162,9 @@ def start_second_half(path: Path, patterns: Iterable[str], *, parallel: bool | N
     except OSError:
         return None
     size = os.fstat(handle.fileno()).st_size
-    split = _split_point(handle, size, fraction) if _can_fork(size, parallel) else None
+    split = None
+    if _can_fork(size, parallel) and (parallel or not _too_many_lines(handle, size)):
+        split = _split_point(handle, size, fraction)
     if split is None:
         handle.close()
         return None

@@ -12,6 +12,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import IntEnum
 
+from ..transcript.reader import text_bytes
+from .interner import EMPTY, Interner
+
 NO_PARENT = -1
 UNRESOLVED = -2
 
@@ -41,54 +44,124 @@ def epoch_ms(timestamp: object) -> float:
         return float("nan")
 
 
+def key_of(text: str) -> bytes:
+    """The bytes a message id is interned by (exact, lone surrogates included)."""
+    return text_bytes(text)
+
+
+def uuid_key(text: str) -> bytes:
+    """The bytes a uuid is interned by: its 16 raw bytes when it is written the canonical way
+    (lowercase, dashed), else its own bytes, never 16 long (so the two never meet)."""
+    if len(text) == 36 and text[8] == text[13] == text[18] == text[23] == "-":
+        digits = text.replace("-", "")
+        try:
+            raw = bytes.fromhex(digits)
+        except ValueError:
+            raw = b""
+        if len(raw) == 16 and raw.hex() == digits:
+            return raw
+    data = text_bytes(text)
+    return data + b"\xff" if len(data) == 16 else data  # 0xff is never in UTF-8
+
+
+def uuid_text(key: bytes) -> str:
+    """The uuid a key of `uuid_key` was made from."""
+    if len(key) == 16:
+        h = key.hex()
+        return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+    if len(key) == 17 and key[-1] == 0xFF:
+        key = key[:-1]
+    return key.decode("utf-8", "surrogatepass")
+
+
 @dataclass(slots=True)
 class RecordTable:
-    rows: dict[str, int] = field(default_factory=dict)
+    # Uuids interned to codes; each row's code, and the row that now holds each code.
+    uuids: Interner = field(default_factory=Interner)
+    row_codes: array[int] = field(default_factory=lambda: array("i"))
+    code_rows: array[int] = field(default_factory=lambda: array("i"))
     kinds: bytearray = field(default_factory=bytearray)
     flags: bytearray = field(default_factory=bytearray)
-    parents: array[int] = field(default_factory=lambda: array("q"))
+    parents: array[int] = field(default_factory=lambda: array("i"))
     times: array[float] = field(default_factory=lambda: array("d"))
     lines: array[int] = field(default_factory=lambda: array("q"))
-    messages: array[int] = field(default_factory=lambda: array("q"))
-    message_codes: dict[str, int] = field(default_factory=dict)
-    # The rows of each API message, in file order (index: message code): parallel tool calls
-    # leave some of them off the walked path, and they are found here without a full scan.
-    message_rows: list[list[int]] = field(default_factory=list)
+    messages: array[int] = field(default_factory=lambda: array("i"))
+    message_ids: Interner = field(default_factory=Interner)
+    # The rows of each API message, in file order: parallel tool calls leave some of them off
+    # the walked path, and they are found here without a full scan. Most messages have one
+    # row (its number is in `message_first`); only those with more get a list.
+    message_first: array[int] = field(default_factory=lambda: array("i"))
+    message_more: dict[int, list[int]] = field(default_factory=dict)
     pending_parents: dict[int, str] = field(default_factory=dict)
     logical_parents: dict[int, str] = field(default_factory=dict)
     superseded: dict[int, int] = field(default_factory=dict)
+    # The uuid of the last row added: most records hang under the record written just before,
+    # and comparing two strings is cheaper than a lookup.
+    last_uuid: str | None = None
 
     def add(self, uuid: str, kind: Kind, flags: int, parent: object, timestamp: object,
             line: int, message_id: object = None) -> int:
         row = len(self.kinds)
-        previous = self.rows.get(uuid)
-        if previous is not None:
-            self.superseded[previous] = row
-        self.rows[uuid] = row
+        self._hold(self.uuids.add(uuid_key(uuid)), row, 0)
         self.kinds.append(kind)
         self.flags.append(flags)
         if isinstance(parent, str):
-            parent_row = self.rows.get(parent)
+            if parent == self.last_uuid and parent != uuid:
+                parent_row: int | None = row - 1
+            else:
+                parent_row = self.row_of(parent)
             if parent_row is None or parent_row == row:
                 self.pending_parents[row] = parent
                 parent_row = UNRESOLVED
             self.parents.append(parent_row)
         else:
             self.parents.append(NO_PARENT)
+        self.last_uuid = uuid
         self.times.append(epoch_ms(timestamp))
         self.lines.append(line)
         if isinstance(message_id, str):
-            code = self.message_codes.setdefault(message_id, len(self.message_codes))
-            if code == len(self.message_rows):
-                self.message_rows.append([])
-            self.message_rows[code].append(row)
+            code = self.message_ids.add(key_of(message_id))
+            self._note_message(code, row)
             self.messages.append(code)
         else:
             self.messages.append(-1)
         return row
 
+    def _hold(self, code: int, row: int, earlier_than: int) -> None:
+        """Row ROW now holds uuid CODE; a row before EARLIER_THAN that held it is superseded."""
+        self.row_codes.append(code)
+        if code == len(self.code_rows):
+            self.code_rows.append(row)
+            return
+        previous = self.code_rows[code]
+        if previous >= earlier_than:
+            self.superseded[previous] = row
+        self.code_rows[code] = row
+
+    def _note_message(self, code: int, row: int) -> None:
+        if code == len(self.message_first):
+            self.message_first.append(row)
+            return
+        more = self.message_more.get(code)
+        if more is None:
+            self.message_more[code] = [self.message_first[code], row]
+        else:
+            more.append(row)
+
     def __len__(self) -> int:
         return len(self.kinds)
+
+    def row_of(self, uuid: str) -> int | None:
+        """The row that now holds UUID, or None when no record has it."""
+        code = self.uuids.find(uuid_key(uuid))
+        return None if code == EMPTY else self.code_rows[code]
+
+    def uuid_of(self, row: int) -> str:
+        return uuid_text(self.uuids.key(self.row_codes[row]))
+
+    def message_members(self, code: int) -> list[int]:
+        """The rows of API message CODE, in file order."""
+        return self.message_more.get(code) or [self.message_first[code]]
 
     def current(self, row: int) -> int:
         """The row that now holds ROW's uuid (a later record with the same uuid wins)."""
@@ -103,13 +176,13 @@ class RecordTable:
         """The parent row, NO_PARENT for a root, or None when the parent is not in the file."""
         parent = self.parents[row]
         if parent == UNRESOLVED:
-            found = self.rows.get(self.pending_parents[row])
+            found = self.row_of(self.pending_parents[row])
             return None if found is None else self.current(found)
         return parent if parent == NO_PARENT else self.current(parent)
 
     def logical_parent_of(self, row: int) -> int | None:
         uuid = self.logical_parents.get(row)
-        found = self.rows.get(uuid) if uuid is not None else None
+        found = self.row_of(uuid) if uuid is not None else None
         return None if found is None else self.current(found)
 
     def absorb(self, later: RecordTable, line_offset: int) -> int:
@@ -118,35 +191,25 @@ class RecordTable:
         Uuids seen in both ranges follow the same rule as within one range: the later wins.
         """
         offset = len(self)
+        self.last_uuid = None
         self.kinds.extend(later.kinds)
         self.flags.extend(later.flags)
         self.parents.extend(p + offset if p >= 0 else p for p in later.parents)
         self.times.extend(later.times)
         self.lines.extend(line + line_offset for line in later.lines)
-        codes = {code: self.message_codes.setdefault(message, len(self.message_codes))
-                 for message, code in later.message_codes.items()}
-        self.messages.extend(codes[code] if code >= 0 else -1 for code in later.messages)
-        for code, rows in enumerate(later.message_rows):
-            merged = codes[code]
-            if merged == len(self.message_rows):
-                self.message_rows.append([])
-            self.message_rows[merged].extend(row + offset for row in rows)
+        uuid_codes = array("i", (self.uuids.add(later.uuids.key(code))
+                                 for code in range(len(later.uuids))))
+        for row, code in enumerate(later.row_codes):
+            self._hold(uuid_codes[code], row + offset, offset)
+        message_codes = array("i", (self.message_ids.add(later.message_ids.key(code))
+                                    for code in range(len(later.message_ids))))
+        for row, code in enumerate(later.messages):
+            if code >= 0:
+                code = message_codes[code]
+                self._note_message(code, row + offset)
+            self.messages.append(code)
         self.pending_parents.update((row + offset, u) for row, u in later.pending_parents.items())
         self.logical_parents.update((row + offset, u) for row, u in later.logical_parents.items())
         self.superseded.update((old + offset, new + offset)
                                for old, new in later.superseded.items())
-        for uuid, row in later.rows.items():
-            previous = self.rows.get(uuid)
-            if previous is not None and previous < offset:
-                self.superseded[previous] = _first_row(later, uuid) + offset
-            self.rows[uuid] = row + offset
         return offset
-
-
-def _first_row(table: RecordTable, uuid: str) -> int:
-    """The earliest row of UUID in TABLE (its later rows are chained by `superseded`)."""
-    row = table.rows[uuid]
-    earlier = {new: old for old, new in table.superseded.items()}
-    while row in earlier:
-        row = earlier[row]
-    return row

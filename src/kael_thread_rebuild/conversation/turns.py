@@ -2,21 +2,25 @@
 
 Consecutive user messages belong to one turn and an assistant reply closes it; runtime records
 between messages never break a turn; assistant words before the first user message are dropped.
+
+Turns are index ranges over the items of the branch, and an `Item` is made only when it is
+looked at: a session of a million messages keeps a few bytes per item, not a Python object.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import NamedTuple
+from array import array
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import NamedTuple, overload
 
-from .records import Origin, Role, RowSpeech
+from .records import USER_ROLE, Origin, Role, SpeechStore
+from .table import RecordTable
 
 
 class Item(NamedTuple):
     """One speech item of the plan. Its words are not held: `texts.read_texts` reads them from
-    the source line at OFFSET (item SLOT of that record) and checks them against SHA256.
-    (A named tuple: a large session has tens of thousands, made in one loop.)"""
+    the source line at OFFSET (item SLOT of that record) and checks them against SHA256."""
 
     role: Role
     origin: Origin
@@ -32,45 +36,138 @@ class Item(NamedTuple):
     slot: int
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, frozen=True)
+class BranchItems:
+    """The speech items of the branch, in order, as indexes into the speech store."""
+
+    table: RecordTable
+    store: SpeechStore
+    order: array[int]
+
+    def item(self, position: int) -> Item:
+        store = self.store
+        index = self.order[position]
+        owner = store.owners[index]
+        row = store.rows[owner]
+        return Item(store.role(index), store.origin(index), self.table.uuid_of(row),
+                    self.table.lines[row], store.timestamp(owner, self.table.times[row]),
+                    store.sha256(index),
+                    store.utf8_bytes[index], store.chars[index], store.cjk[index],
+                    store.offsets[owner], store.lengths[owner], index - store.first_items[owner])
+
+    def summary(self) -> tuple[dict[str, int], int, tuple[int, int]]:
+        """Items by origin, their UTF-8 bytes, and the longest as (characters, source line)."""
+        store, lines = self.store, self.table.lines
+        by_origin = {origin.value: 0 for origin in Origin}
+        total = 0
+        longest = (0, 0)
+        for index in self.order:
+            by_origin[store.origin(index)] += 1
+            total += store.utf8_bytes[index]
+            chars = store.chars[index]
+            if chars >= longest[0]:
+                line = lines[store.rows[store.owners[index]]]
+                longest = max(longest, (chars, line))
+        return by_origin, total, longest
+
+
+@dataclass(slots=True, frozen=True)
 class Turn:
-    user: list[Item] = field(default_factory=list)
-    assistant: list[Item] = field(default_factory=list)
+    """Items [start, middle) of the branch are the user's, [middle, end) the assistant's."""
+
+    source: BranchItems
+    start: int
+    middle: int
+    end: int
 
     @property
     def is_open(self) -> bool:
-        return not self.assistant
+        return self.middle == self.end
+
+    @property
+    def user(self) -> list[Item]:
+        return [self.source.item(position) for position in range(self.start, self.middle)]
+
+    @property
+    def assistant(self) -> list[Item]:
+        return [self.source.item(position) for position in range(self.middle, self.end)]
 
     @property
     def items(self) -> list[Item]:
-        return self.user + self.assistant
+        return [self.source.item(position) for position in range(self.start, self.end)]
+
+    def counts(self) -> Iterator[tuple[int, int]]:
+        """(characters, CJK characters) of each item, without making the items."""
+        store, order = self.source.store, self.source.order
+        for position in range(self.start, self.end):
+            index = order[position]
+            yield store.chars[index], store.cjk[index]
+
+
+class TurnList(Sequence[Turn]):
+    """Turns as three flat arrays of item positions; a `Turn` is made when one is asked for."""
+
+    __slots__ = ("ends", "middles", "source", "starts")
+
+    def __init__(self, source: BranchItems, starts: array[int], middles: array[int],
+                 ends: array[int]) -> None:
+        self.source = source
+        self.starts, self.middles, self.ends = starts, middles, ends
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    @overload
+    def __getitem__(self, index: int) -> Turn: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> TurnList: ...
+
+    def __getitem__(self, index: int | slice) -> Turn | TurnList:
+        if isinstance(index, slice):
+            return TurnList(self.source, self.starts[index], self.middles[index],
+                            self.ends[index])
+        return Turn(self.source, self.starts[index], self.middles[index], self.ends[index])
+
+    def __iter__(self) -> Iterator[Turn]:
+        source = self.source
+        for start, middle, end in zip(self.starts, self.middles, self.ends, strict=True):
+            yield Turn(source, start, middle, end)
+
+    def items(self) -> Iterator[Item]:
+        """Every item of every turn, in order."""
+        for turn in self:
+            for position in range(turn.start, turn.end):
+                yield self.source.item(position)
 
 
 @dataclass(slots=True)
 class Turns:
-    turns: list[Turn]
+    turns: TurnList
     leading_assistant_items: int
 
 
-def build_turns(rows: Sequence[int], speech: Mapping[int, RowSpeech],
-                lines: Sequence[int]) -> Turns:
-    turns: list[Turn] = []
+def build_turns(rows: Sequence[int], table: RecordTable, store: SpeechStore) -> Turns:
+    order = array("i")
+    starts, middles, ends = array("i"), array("i"), array("i")
     leading = 0
-    make = Item._make  # skips the keyword handling of Item(...): tens of thousands of calls
+    kinds = store.kinds
     for row in rows:
-        found = speech.get(row)
-        if found is None:
+        index = store.index_of(row)
+        if index < 0:
             continue
-        for index, said in enumerate(found.items):
-            item = make((said.role, said.origin, found.uuid, lines[row], found.timestamp,
-                         said.sha256, said.utf8_bytes, said.chars, said.cjk, found.offset,
-                         found.length, index))
-            if said.role is Role.user:
-                if not turns or turns[-1].assistant:
-                    turns.append(Turn())
-                turns[-1].user.append(item)
-            elif turns:
-                turns[-1].assistant.append(item)
+        for item in store.item_range(index):
+            if kinds[item] >> 4 == USER_ROLE:
+                if not starts or middles[-1] != ends[-1]:
+                    starts.append(len(order))
+                    middles.append(len(order))
+                    ends.append(len(order))
+                order.append(item)
+                middles[-1] += 1
+                ends[-1] += 1
+            elif starts:
+                order.append(item)
+                ends[-1] += 1
             else:
                 leading += 1
-    return Turns(turns, leading)
+    return Turns(TurnList(BranchItems(table, store, order), starts, middles, ends), leading)

@@ -20,6 +20,8 @@ import orjson
 
 READ_BUFFER = 1 << 20
 HASH_CHUNK = 4 << 20
+# A line longer than this is measured before it is read (see `_line_at`).
+LONG_LINE = 8 << 20
 # A `\uD800`-`\uDFFF` escape: Node's JSON.stringify writes one for a lone surrogate (a string cut
 # inside a surrogate pair); orjson refuses those, the standard library reads them.
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
@@ -46,7 +48,7 @@ def loads_line(raw: bytes) -> Any:
         return _loads_with_surrogates(raw)
 
 
-def _loads_with_surrogates(raw: bytes) -> Any:
+def _loads_with_surrogates(raw: bytes | bytearray) -> Any:
     """The fallback of `loads_line`, for a line orjson refused."""
     if not _SURROGATE_ESCAPE.search(raw):
         raise ValueError("not JSON")
@@ -122,6 +124,54 @@ class FileDigest:
         return self._digest.hexdigest()
 
 
+def _rest_of_line(handle: BinaryIO, budget: int) -> tuple[int, bool]:
+    """Skip to the end of a line whose first part was just read: the bytes skipped, and
+    whether they end in a newline (not when the file or the BUDGET bytes left end first).
+    Nothing skipped is kept, so a line of hundreds of megabytes is never held twice (as
+    `readline` would)."""
+    skipped = 0
+    while skipped < budget:
+        chunk = handle.read(min(READ_BUFFER, budget - skipped))
+        if not chunk:
+            break
+        newline = chunk.find(b"\n")
+        if newline >= 0:
+            handle.seek(newline + 1 - len(chunk), os.SEEK_CUR)
+            return skipped + newline + 1, True
+        skipped += len(chunk)
+    return skipped, False
+
+
+def _line_at(handle: BinaryIO, offset: int,
+             budget: int) -> tuple[bytes | bytearray, int, bool]:
+    """The line at OFFSET (HANDLE positioned there): its bytes, its size, and whether it ends
+    in a newline. A long line is measured first, then read in one piece by its offset."""
+    raw = handle.readline(min(LONG_LINE, budget))
+    if len(raw) < LONG_LINE or raw[-1] == 10:
+        return raw, len(raw), bool(raw) and raw[-1] == 10
+    rest, complete = _rest_of_line(handle, budget - len(raw))
+    size = len(raw) + rest
+    del raw
+    if not complete:
+        return b"", size, False
+    return _read_exactly(handle.fileno(), size, offset), size, True
+
+
+def _read_exactly(fd: int, size: int, offset: int) -> bytes | bytearray:
+    """SIZE bytes at OFFSET (one read gives at most about 2 GiB on Linux)."""
+    data = os.pread(fd, size, offset)
+    if len(data) == size:
+        return data
+    whole = bytearray(data)
+    del data
+    while len(whole) < size:
+        more = os.pread(fd, size - len(whole), offset + len(whole))
+        if not more:
+            break
+        whole += more
+    return whole
+
+
 def read_records(handle: BinaryIO, start: int, length: int,
                  stats: ReadStats) -> Iterator[tuple[int, dict[str, Any], int, int]]:
     """Yield (line number, record, line size, line offset) for the JSON-object lines in the
@@ -129,7 +179,8 @@ def read_records(handle: BinaryIO, start: int, length: int,
 
     A last line without a newline is a write in progress: it is skipped and flagged in
     `stats.torn_final_line`. Lines that are not JSON objects are listed in
-    `stats.unreadable_lines`.
+    `stats.unreadable_lines`. Only one line is held, and its bytes are let go of before its
+    record is handed on.
     """
     loads = orjson.loads
     decode_error = orjson.JSONDecodeError
@@ -138,13 +189,13 @@ def read_records(handle: BinaryIO, start: int, length: int,
     handle.seek(start)
     try:
         while consumed < length:
-            raw = handle.readline(length - consumed)
-            if not raw:
+            offset = start + consumed
+            raw, size, complete = _line_at(handle, offset, length - consumed)
+            if not size:
                 break
             line_no += 1
-            size = len(raw)
             consumed += size
-            if raw[-1] != 10:
+            if not complete:
                 stats.torn_final_line = True
                 break
             try:
@@ -156,10 +207,12 @@ def read_records(handle: BinaryIO, start: int, length: int,
                     if not raw.isspace():
                         stats.unreadable_lines.append(line_no)
                     continue
+            del raw
             if type(record) is not dict:
                 stats.unreadable_lines.append(line_no)
                 continue
-            yield line_no, record, size, start + consumed - size
+            yield line_no, record, size, offset
+            del record
     finally:
         stats.lines = line_no
         stats.bytes_read = consumed
