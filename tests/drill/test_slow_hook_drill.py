@@ -9,19 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from kael_thread_rebuild.operations.model import OperationStatus
-from tests.support.claude_env import claude_available, tmux_available
 from tests.support.claude_versions import Target, targets
 
-from . import live, procs, steps
+from . import live, procs, steps, test_tmux_drill
 
-S = OperationStatus
 HOOK_DELAY = 3.0
-pytestmark = [
-    pytest.mark.real_claude,
-    pytest.mark.skipif(not claude_available(), reason="the Claude Code binary is not installed"),
-    pytest.mark.skipif(not tmux_available(), reason="tmux is not installed"),
-]
+pytestmark = test_tmux_drill.pytestmark  # the real Claude Code in tmux, skipped without them
 
 
 @pytest.mark.parametrize("target", targets(), ids=lambda target: target.label)
