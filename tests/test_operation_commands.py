@@ -22,7 +22,7 @@ from kael_thread_rebuild.operations.store import OperationStore
 from tests.builder import SESSION
 from tests.drill import procs
 from tests.guard import MARK, TEST_SOCKET_PREFIX
-from tests.operations.harness import write_source
+from tests.operations.harness import turn_ended, write_source
 from tests.switching.sandbox import wait_until
 
 S = OperationStatus
@@ -121,6 +121,7 @@ def test_request_stop_switch_and_rollback_through_the_command_line(inst: Instanc
 
         back = inst.cli_json("rollback", "--operation", name, "--confirm", "ROLLBACK")
         assert back["operation"]["status"] == "rollback_pending"
+        turn_ended(inst.config, op.new_session_id)  # the Stop ends a turn of the new session
         hook = inst.cli("hook-stop", stdin=inst.stop_json(op.new_session_id))
         assert (hook.returncode, hook.stdout) == (0, "")
         waited = inst.cli("wait", "--operation", name, "--timeout", "30", "--json")

@@ -156,6 +156,10 @@ class Config(BaseModel):
     stability_interval_seconds: Seconds = Field(0.5, description="time between samples")
     stability_timeout_seconds: Timeout = Field(
         60.0, description="give up waiting for a stable transcript")
+    stop_settle_timeout_seconds: Timeout = Field(
+        30.0, description="after the Stop, wait this long for the transcript to exist and for "
+        "Claude Code to record the Stop (`stop_hook_summary`, written once every Stop hook "
+        "returned) before the stability samples")
     health_window_seconds: Seconds = Field(
         2.0, description="the new process must stay alive this long")
     health_timeout_seconds: Timeout = Field(

@@ -45,6 +45,7 @@ def make_household(root: Path, instance: str, uid: int, gid: int) -> Household:
     builder.say("Noted: 4711.")
     builder.user("And what was it again?")
     builder.say("It was 4711.")
+    builder.system()  # Claude Code's record of the turn's Stop hooks
     transcript = builder.write(project / f"{SESSION}.jsonl")
     (pointers / "session").write_text(f"{SESSION}\n")
     config_path = root / "kael.toml"

@@ -195,18 +195,22 @@ def _read(path: Path) -> bytes:
 
 @contextlib.contextmanager
 def stage(root: Path, *, daemon: bool = True, pane_shell: bool = False,
-          **config_overrides: Any) -> Iterator[Stage]:
+          hook_delay: float = 0.0, **config_overrides: Any) -> Iterator[Stage]:
     """Everything up, Claude Code's prompt on screen and our MCP server's tools taken in;
     everything stopped and killed afterwards.
 
     ROOT (an empty directory in the temp dir) holds the Claude Code state, the config, the state
     dir and the daemon's stderr. Without DAEMON the test runs the worker itself. With
     PANE_SHELL the pane runs an interactive shell in which Claude Code is typed, as by a user.
+    With HOOK_DELAY the Stop hook process returns that many seconds after it recorded the Stop,
+    like a `docker exec` under load (Claude Code writes `stop_hook_summary` only then).
     """
     with contextlib.ExitStack() as stack:
         api = stack.enter_context(StandinAPI(responder()))
         config_path = root / "kael.toml"
         hook = shlex.join([str(procs.CLI), "--config", str(config_path), "hook-stop"])
+        if hook_delay:
+            hook = f"{hook}; status=$?; sleep {hook_delay:g}; exit $status"
         env = make_claude_env(
             root / "claude", api.url, allow=(*DEFAULT_ALLOW, f"mcp__{SERVER_NAME}"),
             mcp_servers={SERVER_NAME: {"type": "stdio", "command": str(procs.MCP),

@@ -83,6 +83,17 @@ def write_source(config: Config, turns: int = 3) -> Path:
     return builder.write(config.project_dir / f"{SESSION}.jsonl")
 
 
+def turn_ended(config: Config, session: str) -> None:
+    """A turn in SESSION as Claude Code ends it: the words, then (after the Stop hooks returned)
+    `stop_hook_summary`. A rollback's Stop comes after such a turn in the rebuilt session."""
+    builder = TranscriptBuilder()
+    builder.user("please go back")
+    builder.say("going back")
+    builder.system()
+    with (config.project_dir / f"{session}.jsonl").open("ab") as handle:
+        handle.write(b"".join(orjson.dumps(record) + b"\n" for record in builder.records))
+
+
 def stop_input(config: Config, session: str = SESSION, path: Path | str | None = None,
                **extra: object) -> StopHookInput:
     transcript = str(path) if path is not None else str(config.project_dir / f"{session}.jsonl")

@@ -24,7 +24,7 @@ from kael_thread_rebuild.paths import MANIFEST_SUFFIX
 from tests.builder import SESSION
 from tests.conftest import ConfigFactory
 
-from .harness import HarnessBase, leftovers, scheduled, stop_input, write_source
+from .harness import HarnessBase, leftovers, scheduled, stop_input, turn_ended, write_source
 
 S = OperationStatus
 
@@ -74,6 +74,7 @@ def rollback(env: Env) -> Operation:
                               scheduled(env.config, env.base).operation_id)
     assert op.status is S.activated
     service.rollback_request(env.config, op.operation_id, "ROLLBACK")
+    turn_ended(env.config, op.new_session_id or "")
     moved = service.record_stop(env.config,
                                 stop_input(env.config, session=op.new_session_id or ""), env.base)
     assert moved is not None and moved.status is S.rollback_scheduled
@@ -209,7 +210,7 @@ def test_recover_removes_half_written_files(make_config: ConfigFactory, tmp_path
             for path in junk:
                 path.write_text("half")
 
-    code, steps = run_killed_at(env, op, 8, half_written)
+    code, steps = run_killed_at(env, op, 9, half_written)
     assert code == -signal.SIGKILL and steps[-1] == "write_candidate"
     assert leftovers(env.config.project_dir, env.config.state_dir)
     worker.recover(env.config, env.store, env.fresh_base())

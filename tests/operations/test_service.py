@@ -195,8 +195,19 @@ def test_bad_hook_input_fails_only_that_operation(config: Config, source: Path, 
     _refused(config, StopHookInput.parse(raw), match)
 
 
-def test_stop_missing_transcript(config: Config, source: Path) -> None:
-    _refused(config, stop_input(config, session=OTHER), "does not exist")
+def test_stop_before_the_transcript_exists(config: Config, source: Path) -> None:
+    """Claude Code 2.1.328 can create a new session's transcript only after its first Stop hook
+    returned: the Stop schedules, and the worker waits for the file."""
+    service.request(config, "test rebuild", "REBUILD")
+    op = service.record_stop(config, stop_input(config, session=OTHER))
+    assert op is not None and op.status is S.scheduled, op
+    assert op.source_path == str(config.project_dir.resolve() / f"{OTHER}.jsonl")
+
+
+def test_stop_missing_transcript_elsewhere(config: Config, source: Path,
+                                           tmp_path: Path) -> None:
+    _refused(config, stop_input(config, session=OTHER, path=tmp_path / f"{OTHER}.jsonl"),
+             "directly in project_dir")
 
 
 def test_stop_transcript_in_a_subdirectory(config: Config, source: Path) -> None:

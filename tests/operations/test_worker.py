@@ -19,7 +19,7 @@ from kael_thread_rebuild.paths import MANIFEST_SUFFIX, transcripts
 from kael_thread_rebuild.plan import Plan
 from tests.builder import SESSION
 
-from .harness import SECRET, HarnessBase, leftovers, scheduled, stop_input
+from .harness import SECRET, HarnessBase, leftovers, scheduled, stop_input, turn_ended
 
 S = OperationStatus
 
@@ -87,7 +87,7 @@ def test_happy_path(config: Config, store: OperationStore, base: HarnessBase,
     assert [h.to_status for h in op.history] == [S.scheduled, S.running, S.verifying,
                                                   S.activating, S.activated]
     assert steps == ["to_running", "read_identity", "check_start", "snapshot_transcripts",
-                     "wait_stable",
+                     "wait_stop_recorded", "wait_stable",
                      "backup", "plan", "reserve_candidate", "write_candidate", "to_verifying",
                      "verify", "check_source", "check_identity", "check_transcripts",
                      "to_activating", "switch", "health", "archive_manifest", "to_activated"]
@@ -315,6 +315,7 @@ def _activated(config: Config, store: OperationStore, base: HarnessBase) -> Oper
 
 def _rollback_scheduled(config: Config, op: Operation, base: HarnessBase) -> Operation:
     service.rollback_request(config, op.operation_id, "ROLLBACK")
+    turn_ended(config, op.new_session_id or "")
     moved = service.record_stop(config, stop_input(config, session=op.new_session_id or ""),
                                 base)
     assert moved is not None and moved.status is S.rollback_scheduled, moved
@@ -329,8 +330,8 @@ def test_rollback_on_request(config: Config, store: OperationStore, base: Harnes
     op = run(config, store, base, op, steps.append)
     assert op.status is S.rolled_back and op.rollback_ok is True, op.error
     assert base.pointer() == SESSION and op.rollback_argv == [SESSION]
-    assert steps == ["wait_stable", "check_identity", "switch_back", "health_old",
-                     "to_rolled_back"]
+    assert steps == ["wait_stop_recorded", "wait_stable", "check_identity", "switch_back",
+                     "health_old", "to_rolled_back"]
     assert source.read_bytes() == before
 
 

@@ -33,7 +33,7 @@ from kael_thread_rebuild.switching.pointer import write_pointer
 from kael_thread_rebuild.switching.systemd import SystemdBase
 from tests.builder import SESSION
 from tests.guard import MARK, assert_safe_target
-from tests.operations.harness import stop_input, write_source
+from tests.operations.harness import stop_input, turn_ended, write_source
 from tests.support.claude_env import (
     ClaudeEnv,
     claude_available,
@@ -213,6 +213,7 @@ def test_the_worker_rebuilds_the_unit_and_rolls_it_back(stage: Stage) -> None:
     assert op.identity_after.token["main_pid"] != op.identity_before.token["main_pid"]
 
     service.rollback_request(stage.config, op.operation_id, "ROLLBACK")
+    turn_ended(stage.config, new)  # the rollback's Stop ends a turn of the new session
     scheduled = service.record_stop(stage.config, stop_input(stage.config, session=new), base)
     assert scheduled is not None and scheduled.status is OperationStatus.rollback_scheduled
     started = time.monotonic()

@@ -10,12 +10,14 @@ import glob
 import hashlib
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from ..errors import Refused
 from ..fsutil import atomic_writer, fsync_dir
+from ..transcript.reader import loads_line
 
 CHUNK = 1 << 20
 
@@ -81,6 +83,74 @@ def wait_stable(path: Path, samples: int, interval: float, timeout: float,
         equal = equal + 1 if current == last and current.sha256 else 1
         last = current
     return last
+
+
+def wait_for_file(path: Path, timeout: float, interval: float,
+                  sleep: Callable[[float], None] = time.sleep) -> bool:
+    """Whether PATH exists, waiting up to TIMEOUT for it to appear (Claude Code 2.1.328 can
+    create a new session's transcript only after the first turn's Stop hook returned)."""
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if time.monotonic() >= deadline:
+            return False
+        sleep(interval)
+    return True
+
+
+STOP_SUMMARY = "stop_hook_summary"
+_CONVERSATION = frozenset({"user", "assistant"})
+# Cheap byte tests before parsing a line read from the end: only these can end the search.
+_MARKERS = (b'"type":"user"', b'"type":"assistant"', b'"stop_hook_summary"')
+
+
+def stop_summary_written(path: Path) -> bool:
+    """Whether the last turn's Stop is closed in PATH: Claude Code writes a `system` record of
+    subtype `stop_hook_summary` only after every Stop hook returned, after the turn's last
+    `user`/`assistant` record (then `turn_duration`, `cost-state`, `last-prompt` in an
+    interactive session). True when such a record follows the last conversation record.
+
+    Reads complete lines from the end, so the cost is the turn's tail, not the transcript.
+    """
+    with path.open("rb") as handle:
+        for line in _complete_lines_backward(handle):
+            if not any(marker in line for marker in _MARKERS):
+                continue
+            try:
+                record = loads_line(line)
+            except ValueError:
+                continue
+            if not isinstance(record, dict):
+                continue
+            kind = record.get("type")
+            if kind == "system" and record.get("subtype") == STOP_SUMMARY:
+                return True
+            if kind in _CONVERSATION:
+                return False
+    return False
+
+
+def _complete_lines_backward(handle: BinaryIO) -> Iterator[bytes]:
+    """The newline-terminated lines of HANDLE, last first; the unterminated tail (a write in
+    progress) is skipped. A long line's pieces are joined once, when its start is found."""
+    pos = handle.seek(0, os.SEEK_END)
+    carry: list[bytes] = []  # pieces of the line whose start is not read yet, last first
+    tail = True  # the segment after the file's last newline comes first: never a whole line
+    while pos > 0:
+        step = min(CHUNK, pos)
+        pos -= step
+        handle.seek(pos)
+        parts = handle.read(step).split(b"\n")
+        if len(parts) == 1:
+            carry.append(parts[0])
+            continue
+        ended = parts[-1] + b"".join(reversed(carry))
+        if not tail:
+            yield ended
+        tail = False
+        yield from reversed(parts[1:-1])
+        carry = [parts[0]]
+    if not tail:
+        yield b"".join(reversed(carry))
 
 
 def copy_private(source: Path, dest: Path) -> FileSample:

@@ -13,8 +13,8 @@ from pydantic import BaseModel, ConfigDict
 
 from ..config import Config
 from ..defaults import STOP_INPUT_MAX_BYTES
-from ..errors import KaelError
-from ..paths import resolve_transcript
+from ..errors import KaelError, UsageError
+from ..paths import check_path_text, resolve_transcript
 from ..switching.base import SwitchBase
 from ..transcript.reader import loads_line
 from .model import HookFacts, is_session_id, utcnow
@@ -58,7 +58,7 @@ def check_stop(config: Config, hook: StopHookInput,
     if not given.is_absolute():
         return f"the Stop hook's transcript_path {hook.transcript_path!r} is not absolute"
     try:
-        real = resolve_transcript(config, given)
+        real = _named_transcript(config, given)
     except KaelError as exc:
         return str(exc)
     if real.parent != config.project_dir.resolve() or real.suffix != ".jsonl":
@@ -77,3 +77,17 @@ def check_stop(config: Config, hook: StopHookInput,
                     f"session {running}")
     return HookFacts(session_id=hook.session_id, transcript_path=str(real), cwd=hook.cwd,
                      received_at=utcnow())
+
+
+def _named_transcript(config: Config, given: Path) -> Path:
+    """The real path of the transcript GIVEN names. One that does not exist yet is taken when its
+    folder is project_dir: Claude Code 2.1.328 can create a new session's transcript only after
+    the first turn's Stop hook returned, so the hook (which must return at once) cannot wait for
+    it; the worker waits, bounded by `stop_settle_timeout_seconds`."""
+    if given.exists() or given.is_symlink():
+        return resolve_transcript(config, given)
+    try:
+        check_path_text(str(given))
+    except ValueError as exc:
+        raise UsageError(f"the Stop hook's transcript_path {str(given)[:200]!r} {exc}") from None
+    return given.parent.resolve() / given.name

@@ -3,11 +3,12 @@ tree: prepare, verify, check, switch, confirm, fall back; and recovery of what a
 
 Every named step and every state change first calls `on_step(name)` (fault-injection tests kill
 the worker there). Step names, in order of a rebuild: to_running, read_identity, check_start,
-snapshot_transcripts, wait_stable, backup (the two repeat if the file moved while copied), plan,
-reserve_candidate, write_candidate, to_verifying, verify, check_source, check_identity,
-check_transcripts, to_activating, switch, health, archive_manifest, to_activated. Falling back:
-switch_back, health_old, (move_candidate when the old session came back,) to_rolled_back |
-to_failed. Refusing before the switch: move_candidate, to_failed. A rollback: check_identity,
+snapshot_transcripts, wait_stop_recorded, wait_stable, backup (the last two repeat if the file
+moved while copied), plan, reserve_candidate, write_candidate, to_verifying, verify,
+check_source, check_identity, check_transcripts, to_activating, switch, health,
+archive_manifest, to_activated. Falling back: switch_back, health_old, (move_candidate when the
+old session came back,) to_rolled_back | to_failed. Refusing before the switch: move_candidate,
+to_failed. A rollback: (wait_stop_recorded, wait_stable after its Stop,) check_identity,
 switch_back, health_old, to_rolled_back (failing: switch, health, to_failed).
 
 A candidate that was not used leaves the project dir (Claude Code's `/resume` lists every
@@ -33,6 +34,7 @@ from ..paths import MANIFEST_SUFFIX
 from ..plan import PlanReport, build_plan
 from ..switching.base import Identity, SwitchBase
 from .files import (
+    STOP_SUMMARY,
     FileSample,
     TranscriptSnapshot,
     changed_transcripts,
@@ -42,6 +44,8 @@ from .files import (
     remove_with_temps,
     sha256_file,
     snapshot_transcripts,
+    stop_summary_written,
+    wait_for_file,
     wait_stable,
 )
 from .model import Operation, OperationStatus
@@ -209,10 +213,12 @@ class _Run:
                      "the Stop", conflict=True)
 
     def settle_and_copy(self, source: Path, backup: Path) -> FileSample:
-        """Wait until the transcript is stable, then copy it; again if it moved meanwhile."""
+        """Wait until Claude Code has finished the Stop and the transcript is stable, then copy
+        it; again if it moved meanwhile."""
         timeout = self.config.stability_timeout_seconds
-        deadline = time.monotonic() + timeout
         try:
+            self.wait_stop_recorded(source)
+            deadline = time.monotonic() + timeout
             while True:
                 self.step("wait_stable")
                 stable = wait_stable(source, self.config.stability_samples,
@@ -229,6 +235,28 @@ class _Run:
         except OSError as exc:
             raise _Abort(f"the transcript {source} cannot be read: {exc.strerror or exc}") \
                 from None
+
+    def wait_stop_recorded(self, source: Path) -> None:
+        """The worker starts as soon as the hook recorded the Stop, but Claude Code writes the
+        Stop's `stop_hook_summary` (and `turn_duration`) only once the hook process returned,
+        which a slow hook (`docker exec` under load) delays by seconds: stability samples taken
+        before that pass, and the source then changes under the prepared candidate. So first
+        wait for the file (a new session's may appear only after its first Stop) and for the
+        summary record after the turn's last words, bounded by `stop_settle_timeout_seconds`."""
+        self.step("wait_stop_recorded")
+        timeout = self.config.stop_settle_timeout_seconds
+        interval = self.config.stability_interval_seconds
+        deadline = time.monotonic() + timeout
+        if not wait_for_file(source, timeout, interval):
+            raise _Abort(f"the transcript {source} named by the Stop did not appear within "
+                         f"{timeout:g} s (stop_settle_timeout_seconds)")
+        while not stop_summary_written(source):
+            if time.monotonic() >= deadline:
+                raise _Abort(f"Claude Code did not record the Stop in {source.name} within "
+                             f"{timeout:g} s (stop_settle_timeout_seconds): no "
+                             f"`{STOP_SUMMARY}` record after the turn's last message, so a "
+                             "Stop hook is still running or the session went on")
+            time.sleep(interval)
 
     def check_before_switch(self, source: Path, candidate: Path) -> None:
         self.step("check_source")
@@ -263,12 +291,13 @@ class _Run:
         # As for a rebuild: let Claude Code finish writing its turn before the switch ends it.
         hook = self.op.rollback_hook
         if hook is not None:
-            self.step("wait_stable")
             try:
+                self.wait_stop_recorded(self.in_project(hook.transcript_path))
+                self.step("wait_stable")
                 wait_stable(self.in_project(hook.transcript_path), self.config.stability_samples,
                             self.config.stability_interval_seconds,
                             self.config.stability_timeout_seconds)
-            except (KaelError, OSError) as exc:
+            except (KaelError, OSError, _Abort) as exc:
                 return self.move(S.failed, "rollback refused", error=f"rollback not performed: "
                                  f"{exc}; the rebuilt session still runs")
         self.step("check_identity")
