@@ -65,7 +65,13 @@ def kael_doctor_failures(report: dict[str, Any], summary: bool = False) -> Any:
             for c in checks if not c.get("ok")]
 
 
+def kael_ro_volumes(paths: Sequence[str]) -> list[str]:
+    """`--volume=P:P:ro` for each path (a regex replacement with back references in the task
+    came out of Ansible's templating as a literal `\\1`)."""
+    return [f"--volume={path}:{path}:ro" for path in paths]
+
+
 class FilterModule:
     def filters(self) -> dict[str, Callable[..., Any]]:
         return {"kael_resume_command": kael_resume_command, "kael_mount_args": kael_mount_args,
-                "kael_doctor_failures": kael_doctor_failures}
+                "kael_doctor_failures": kael_doctor_failures, "kael_ro_volumes": kael_ro_volumes}
