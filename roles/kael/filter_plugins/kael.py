@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import tomllib
 from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
@@ -71,7 +72,13 @@ def kael_ro_volumes(paths: Sequence[str]) -> list[str]:
     return [f"--volume={path}:{path}:ro" for path in paths]
 
 
+def kael_from_toml(text: str) -> dict[str, Any]:
+    """An instance config read back (uninstall without an install record); {} for no text."""
+    return tomllib.loads(text) if text else {}
+
+
 class FilterModule:
     def filters(self) -> dict[str, Callable[..., Any]]:
         return {"kael_resume_command": kael_resume_command, "kael_mount_args": kael_mount_args,
-                "kael_doctor_failures": kael_doctor_failures, "kael_ro_volumes": kael_ro_volumes}
+                "kael_doctor_failures": kael_doctor_failures, "kael_ro_volumes": kael_ro_volumes,
+                "kael_from_toml": kael_from_toml}
