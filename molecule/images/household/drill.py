@@ -17,6 +17,7 @@ takes the pane back to the old session. What was seen is written as JSON for the
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import pwd
@@ -164,6 +165,18 @@ class Household:
         program, _, rest = start_command.partition(" ")
         self.type_line(f"{program} --continue {rest}".strip())
         self.wait_ready()
+        # Claude Code connects its MCP servers in the background: a prompt typed before ours
+        # answers gets "No such tool available".
+        with contextlib.suppress(TimeoutError):  # the request turn then shows what went wrong
+            wait_until(self.mcp_running, 90, "the instance's MCP server container")
+        time.sleep(5)
+
+    def mcp_running(self) -> bool:
+        done = subprocess.run(["docker", "ps", "-q", "--filter", "status=running", "--filter",
+                               "label=io.kael-thread-rebuild.role=mcp", "--filter",
+                               f"label=io.kael-thread-rebuild.instance={self.instance}"],
+                              capture_output=True, text=True, timeout=30, check=False)
+        return bool(done.stdout.strip())
 
 
 def menu(screen: str, question: str) -> list[tuple[str, bool]]:
@@ -284,7 +297,10 @@ def main() -> None:
         drill(place, args.start_command, result)
     except Exception as error:  # the verify shows what went wrong, with the screen
         result["error"] = f"{type(error).__name__}: {error}"
-        result["screen"] = place.screen()
+        try:
+            result["screen"] = place.screen()
+        except subprocess.CalledProcessError as gone:  # the pane, or its tmux server, is gone
+            result["screen"] = f"(no screen: {gone.stderr.strip()})"
     result["seconds"] = round(time.monotonic() - started, 1)
     args.result.parent.mkdir(parents=True, exist_ok=True)
     tmp = args.result.with_suffix(".tmp")

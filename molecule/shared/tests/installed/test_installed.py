@@ -65,8 +65,6 @@ def test_the_daemon_runs_as_the_claude_user_hardened(host: Any,
         assert not [b for b in config["Binds"] or [] if "docker.sock" in b]
 
 
-@pytest.mark.xfail(strict=True, reason="the resume command keeps a bare program name found only "
-                   "through the login PATH (issue 14; roles/kael/library, another change)")
 def test_the_resume_command_is_the_typed_command_with_an_absolute_program(
         host: Any, households: list[dict[str, Any]]) -> None:
     for place in households:
