@@ -56,9 +56,10 @@ def playbook(name: str, *options: str) -> subprocess.CompletedProcess[str]:
     """One of the project's playbooks against the scenario's households, as a control machine
     runs it (Molecule's inventory and connection)."""
     inventory = os.environ["MOLECULE_INVENTORY_FILE"]
+    env = {**os.environ, "ANSIBLE_FORCE_COLOR": "0", "ANSIBLE_NOCOLOR": "1"}
     return subprocess.run(
         ["ansible-playbook", "-i", inventory, str(REPO / "playbooks" / name), *options],
-        capture_output=True, text=True, timeout=900, check=False, cwd=REPO)
+        capture_output=True, text=True, timeout=900, check=False, cwd=REPO, env=env)
 
 
 class Run:
