@@ -455,8 +455,9 @@ class _Server(ThreadingHTTPServer):
 class StandinAPI:
     """The stand-in server. Use as a context manager; ``url`` is the ``ANTHROPIC_BASE_URL``."""
 
-    def __init__(self, responder: Responder | None = None) -> None:
+    def __init__(self, responder: Responder | None = None, port: int = 0) -> None:
         self._responder: Responder = responder or default_responder
+        self._port = port  # 0: a free one
         self._lock = threading.Lock()
         self._requests: list[RecordedRequest] = []
         self._errors: list[BaseException] = []
@@ -465,7 +466,7 @@ class StandinAPI:
 
     # lifecycle
     def start(self) -> StandinAPI:
-        server = _Server(("127.0.0.1", 0), _Handler)
+        server = _Server(("127.0.0.1", self._port), _Handler)
         server.api = self
         self._server = server
         self._thread = threading.Thread(

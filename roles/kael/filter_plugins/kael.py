@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import tomllib
 from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
@@ -65,7 +66,19 @@ def kael_doctor_failures(report: dict[str, Any], summary: bool = False) -> Any:
             for c in checks if not c.get("ok")]
 
 
+def kael_ro_volumes(paths: Sequence[str]) -> list[str]:
+    """`--volume=P:P:ro` for each path (a regex replacement with back references in the task
+    came out of Ansible's templating as a literal `\\1`)."""
+    return [f"--volume={path}:{path}:ro" for path in paths]
+
+
+def kael_from_toml(text: str) -> dict[str, Any]:
+    """An instance config read back (uninstall without an install record); {} for no text."""
+    return tomllib.loads(text) if text else {}
+
+
 class FilterModule:
     def filters(self) -> dict[str, Callable[..., Any]]:
         return {"kael_resume_command": kael_resume_command, "kael_mount_args": kael_mount_args,
-                "kael_doctor_failures": kael_doctor_failures}
+                "kael_doctor_failures": kael_doctor_failures, "kael_ro_volumes": kael_ro_volumes,
+                "kael_from_toml": kael_from_toml}

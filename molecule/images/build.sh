@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The Molecule households, built locally (no registry), and the appliance image saved as the
+# tarball a control machine delivers (image/save.sh). Run by every scenario's dependency step;
+# one build at a time, and Docker's cache makes a second build take seconds.
+#
+#   molecule/images/build.sh
+#
+# Images: kael-molecule-household:bookworm (sudo, user alice) and
+# kael-molecule-household:bookworm-nosudo (no sudo, users alice and bob). Claude Code is packed
+# on this machine (`npm pack`, pinned in .ci/versions.env) and installed for each user in
+# ~/.local during the build. The saved appliance: .tools/molecule/dist/.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+# shellcheck source=/dev/null
+. .ci/versions.env
+started=$(date +%s)
+work=.tools/molecule
+mkdir -p "$work/npm"
+exec 9>"$work/build.lock"
+flock 9
+
+docker image inspect kael-base:bookworm >/dev/null 2>&1 || image/make-base.sh
+docker image inspect kael-thread-rebuild:latest >/dev/null 2>&1 || image/build.sh
+
+packed="$work/npm/$CLAUDE_CODE_VERSION"
+if [ ! -f "$packed/.done" ]; then
+  rm -rf "$packed" && mkdir -p "$packed"
+  (cd "$packed" && npm pack --silent "@anthropic-ai/claude-code@$CLAUDE_CODE_VERSION" \
+     "@anthropic-ai/claude-code-linux-x64@$CLAUDE_CODE_VERSION" >/dev/null)
+  touch "$packed/.done"
+fi
+
+context="$work/household-context"
+rm -rf "$context" && mkdir -p "$context/support" "$context/npm"
+cp -a molecule/images/household/. "$context/"
+cp tests/support/__init__.py tests/support/standin_api.py tests/support/claude_env.py \
+  tests/support/fidelity.py "$context/support/"
+ln "$packed"/*.tgz "$context/npm/" 2>/dev/null || cp "$packed"/*.tgz "$context/npm/"
+
+t=$(date +%s)
+DOCKER_BUILDKIT=0 docker build -f image/systemd-household/Containerfile \
+  -t kael-molecule-systemd:bookworm image/systemd-household >"$work/build-systemd.log" 2>&1
+echo "molecule images: kael-molecule-systemd:bookworm ready in $(( $(date +%s) - t )) s"
+
+build() {  # TAG SUDO USERS
+  local log="$work/build-$1.log"
+  if ! DOCKER_BUILDKIT=0 docker build -f "$context/Containerfile" --build-arg SUDO="$2" \
+      --build-arg USERS="$3" -t "kael-molecule-household:$1" "$context" >"$log" 2>&1; then
+    tail -n 40 "$log" >&2
+    echo "molecule images: building kael-molecule-household:$1 failed" >&2
+    exit 1
+  fi
+  echo "molecule images: kael-molecule-household:$1 ready"
+}
+build bookworm 1 "alice:1000"
+build bookworm-nosudo 0 "alice:1000 bob:1001"
+
+# Saved again only when the image changed (the archive's name carries the version).
+image_id=$(docker image inspect -f '{{.Id}}' kael-thread-rebuild:latest)
+if [ "$(cat "$work/dist/.image-id" 2>/dev/null)" != "$image_id" ]; then
+  rm -rf "$work/dist"
+  image/save.sh "$work/dist"
+  echo "$image_id" >"$work/dist/.image-id"
+fi
+echo "molecule images: done in $(( $(date +%s) - started )) s"

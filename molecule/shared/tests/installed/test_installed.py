@@ -1,0 +1,158 @@
+"""The verify after the install and the live drill: what a household must find on its host,
+read as JSON (docker inspect, the TOML config, settings.json, ~/.claude.json, the drill's
+findings), never by grepping."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+import pytest
+
+from conftest import (
+    PRISTINE,
+    PROMPTING,
+    READ_ONLY,
+    SERVER,
+    config_of,
+    home_of,
+    playbook,
+    read_json,
+    run_json,
+)
+
+SESSION_FLAGS = {"--continue", "-c"}
+
+
+def without_session_flags(argv: list[str]) -> list[str]:
+    """ARGV without --continue/-c and --resume X: what every start must keep word for word."""
+    kept, skip = [], False
+    for word in argv:
+        if skip:
+            skip = False
+        elif word in ("--resume", "-r"):
+            skip = True
+        elif word not in SESSION_FLAGS:
+            kept.append(word)
+    return kept
+
+
+def ours_hook(hook: dict[str, Any]) -> bool:
+    return "kael-hook" in str(hook.get("command", ""))
+
+
+def ours(group: dict[str, Any]) -> bool:
+    return any(ours_hook(h) for h in group.get("hooks") or [])
+
+
+def settings_now_and_before(host: Any, user: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    now = read_json(host, f"{home_of(host, user)}/.claude/settings.json")
+    return now, read_json(host, f"{PRISTINE}/.claude/settings.json")
+
+
+def test_the_daemon_runs_as_the_claude_user_hardened(host: Any,
+                                                     households: list[dict[str, Any]]) -> None:
+    for place in households:
+        (daemon,) = run_json(host, "docker", "inspect", f"{SERVER}-{place['instance']}")
+        uid, gid = host.user(place["user"]).uid, host.user(place["user"]).gid
+        assert daemon["State"]["Running"], daemon["State"]
+        assert daemon["Config"]["User"] == f"{uid}:{gid}"
+        config = daemon["HostConfig"]
+        assert config["ReadonlyRootfs"] is True
+        assert config["CapDrop"] == ["ALL"] and not config["CapAdd"]
+        assert "no-new-privileges" in config["SecurityOpt"]
+        assert config["NetworkMode"] == "none" and config["Privileged"] is False
+        assert not [b for b in config["Binds"] or [] if "docker.sock" in b]
+
+
+def test_the_resume_command_is_the_typed_command_with_an_absolute_program(
+        host: Any, households: list[dict[str, Any]]) -> None:
+    for place in households:
+        resume = config_of(host, place["instance"])["resume_command"]
+        typed = shlex.split(place["start_command"])
+        program = host.file(resume[0])
+        assert resume[0].startswith("/") and resume[0].endswith("/" + typed[0]), resume
+        assert program.exists and program.mode & 0o111, resume[0]
+        assert "{session_id}" in resume and resume[resume.index("{session_id}") - 1] == \
+            "--resume"
+        assert without_session_flags(resume[1:]) == without_session_flags(typed[1:])
+
+
+def test_settings_keep_the_users_own_entries(host: Any,
+                                             households: list[dict[str, Any]]) -> None:
+    for place in households:
+        now, before = settings_now_and_before(host, place["user"])
+        hooks = [h for g in now["hooks"]["Stop"] for h in g["hooks"] if not ours_hook(h)]
+        assert hooks == [h for g in before["hooks"]["Stop"] for h in g["hooks"]]
+        assert {k: v for k, v in now["hooks"].items() if k != "Stop"} == \
+            {k: v for k, v in before["hooks"].items() if k != "Stop"}
+        assert now["permissions"]["allow"] == [*before["permissions"]["allow"], *READ_ONLY]
+        assert {k: v for k, v in now["permissions"].items() if k != "allow"} == \
+            {k: v for k, v in before["permissions"].items() if k != "allow"}
+        assert not set(PROMPTING) & set(now["permissions"]["allow"])
+        assert {k: v for k, v in now.items() if k not in ("hooks", "permissions")} == \
+            {k: v for k, v in before.items() if k not in ("hooks", "permissions")}
+
+
+@pytest.mark.xfail(strict=True, reason="the settings merge appends into a foreign Stop group "
+                   "(issue 14; roles/kael/library, another change of this round)")
+def test_our_stop_hook_is_once_in_a_group_of_its_own(host: Any,
+                                                     households: list[dict[str, Any]]) -> None:
+    for place in households:
+        now, before = settings_now_and_before(host, place["user"])
+        stop = now["hooks"]["Stop"]
+        (group,) = [g for g in stop if ours(g)]
+        assert len(group["hooks"]) == 1 and set(group) <= {"hooks", "matcher"}
+        assert [g for g in stop if not ours(g)] == before["hooks"]["Stop"]
+
+
+@pytest.mark.xfail(strict=True, reason="the settings merge rewrites foreign escapes and numbers "
+                   "(issue 14; roles/kael/library, another change of this round)")
+def test_foreign_escapes_and_numbers_keep_their_bytes(host: Any,
+                                                      households: list[dict[str, Any]]) -> None:
+    for place in households:
+        raw = host.file(f"{home_of(host, place['user'])}/.claude/settings.json").content_string
+        assert '"caf\\u00e9 \\u6f22\\u5b57"' in raw and '"timeout": 1.50' in raw, raw
+
+
+def test_the_mcp_server_is_registered_for_the_user(host: Any,
+                                                   households: list[dict[str, Any]]) -> None:
+    for place in households:
+        state = read_json(host, f"{home_of(host, place['user'])}/.claude.json")
+        server = state["mcpServers"][SERVER]
+        argv = [server["command"], *server.get("args", [])]
+        assert server.get("type", "stdio") == "stdio"
+        assert argv[:2] == ["docker", "run"] and "-i" in argv and "--rm" in argv, argv
+        assert f"--config=/etc/kael-thread-rebuild/{place['instance']}.toml" in argv \
+            or f"/etc/kael-thread-rebuild/{place['instance']}.toml" in argv, argv
+
+
+def test_the_doctor_is_green() -> None:
+    done = playbook("doctor.yml")
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert "doctor green" in done.stdout
+
+
+def test_the_live_drill_switched_carried_every_word_and_rolled_back(
+        host: Any, households: list[dict[str, Any]]) -> None:
+    for place in households:
+        drill = read_json(host, f"/var/lib/kael-molecule/drill-{place['instance']}.json")
+        assert drill["error"] == "", (drill["error"], drill.get("screen"))
+        rebuild = drill["rebuild"]
+        assert rebuild["status"] == "activated" and rebuild["requested_by"] == "mcp"
+        assert drill["new_session"] == rebuild["new_session_id"] != drill["old_session"]
+        assert [list(t) for t in drill["after_texts"]] == \
+            [list(t) for t in drill["expected_texts"]]
+        assert drill["after_non_text"] == []
+        assert drill["new_argv"][-2:] != ["--resume", drill["old_session"]]
+        assert without_session_flags(drill["new_argv"][1:]) == \
+            without_session_flags(drill["old_argv"][1:])
+        assert drill["rollback"]["status"] == "rolled_back"
+        assert drill["rollback"]["rollback_ok"] is True
+        assert drill["back_session"] == drill["old_session"]
+        assert [list(t) for t in drill["old_texts"]] == \
+            [list(t) for t in drill["expected_old_texts"]]
+        assert {"tool_use", "tool_result", "thinking"} <= set(drill["old_non_text"])
+        print(f"drill {place['instance']}: downtime {drill['downtime_seconds']} s, "
+              f"{len(drill['expected_texts']) - 1} speech items carried, "
+              f"{len(drill['after_non_text'])} runtime blocks sent")

@@ -1,0 +1,73 @@
+"""Re-converges after the drill, as a household meets them: a re-run after a switch changes
+nothing; settings.json that lost `hooks` is repaired (that alone); a config change recreates the
+daemon before doctor judges it. Each run is the real playbook from the control machine, over
+every household of the scenario."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime
+from typing import Any
+
+from conftest import SERVER, home_of, instances, read_json, run_json, run_playbook
+
+
+def ours(settings: dict[str, Any]) -> list[dict[str, Any]]:
+    return [g for g in settings.get("hooks", {}).get("Stop", [])
+            if any("kael-hook" in str(h.get("command")) for h in g.get("hooks") or [])]
+
+
+def test_a_rerun_after_the_switch_and_rollback_changes_nothing(all_hosts: list[Any]) -> None:
+    again = run_playbook("install.yml")
+    for host in all_hosts:
+        assert (again.failed(host), again.changed(host)) == (0, 0), again.tail()
+
+
+def test_settings_that_lost_hooks_are_repaired_and_nothing_else(all_hosts: list[Any]) -> None:
+    for host in all_hosts:
+        for place in instances(host):
+            path = f"{home_of(host, place['user'])}/.claude/settings.json"
+            # Claude Code rewrote the file without `hooks`, as the user.
+            broken = host.run("runuser -u %s -- python3 -c %s %s", place["user"],
+                              "import json, sys; p = sys.argv[1]; d = json.load(open(p)); "
+                              "d.pop('hooks'); open(p, 'w').write(json.dumps(d, indent=2))",
+                              path)
+            assert broken.rc == 0, broken.stderr
+    repaired = run_playbook("install.yml")
+    for host in all_hosts:
+        assert repaired.failed(host) == 0, repaired.tail()
+        assert repaired.changed(host) == len(instances(host)), repaired.tail()
+        for place in instances(host):
+            settings = read_json(host, f"{home_of(host, place['user'])}/.claude/settings.json")
+            (group,) = ours(settings)
+            assert len(group["hooks"]) == 1 and list(settings["hooks"]) == ["Stop"]
+
+
+def test_a_config_change_recreates_the_daemon_before_doctor_judges(all_hosts: list[Any]) -> None:
+    changed = run_playbook("install.yml", "-e", json.dumps(
+        {"kael_config": {"dirty_budget_bytes": 2097152}}))
+    for host in all_hosts:
+        assert changed.failed(host) == 0, changed.tail()
+        for place in instances(host):
+            path = f"/etc/kael-thread-rebuild/{place['instance']}.toml"
+            text = host.file(path).content_string
+            assert "dirty_budget_bytes = 2097152" in text
+            (daemon,) = run_json(host, "docker", "inspect", f"{SERVER}-{place['instance']}")
+            labels = daemon["Config"]["Labels"]
+            assert labels["io.kael-thread-rebuild.config-sha256"] == \
+                hashlib.sha256(text.encode()).hexdigest()
+            started = datetime.fromisoformat(daemon["State"]["StartedAt"][:26] + "+00:00")
+            assert started >= host.file(path).mtime.astimezone(), daemon["State"]
+            # The daemon itself reads the new file (a file mount replaced by rename would not).
+            seen = host.run("docker exec %s cat %s", f"{SERVER}-{place['instance']}", path)
+            assert "dirty_budget_bytes = 2097152" in seen.stdout, seen.stdout + seen.stderr
+    judged = changed.out.index("Judge the doctor")
+    assert changed.out.rfind("TASK [kael_appliance : Run the daemon", 0, judged) >= 0
+    assert "RUNNING HANDLER" not in changed.out
+
+    back = run_playbook("install.yml")
+    again = run_playbook("install.yml")
+    for host in all_hosts:
+        assert back.failed(host) == 0 and back.changed(host) > 0, back.tail()
+        assert (again.failed(host), again.changed(host)) == (0, 0), again.tail()
