@@ -25,7 +25,10 @@ import docker.errors
 import orjson
 from docker.models.containers import Container
 
+from kael_thread_rebuild.operations.model import Operation
+from tests.drill.procs import SETTLED
 from tests.guard import MARK
+from tests.switching.sandbox import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 IMAGE_DIR = REPO / "image"
@@ -160,6 +163,18 @@ class Instance:
         """`docker exec <daemon> kael-thread-rebuild ARGS` (the container's environment names
         the config): exit code and stdout+stderr."""
         return exec_in(self.dock.containers.get(self.daemon_name), "kael-thread-rebuild", *args)
+
+    def settled_operation(self, timeout: float = 60) -> Operation:
+        """The latest operation once settled, read by the engine in the daemon container (the
+        state dir is the Claude user's: the engine refuses it to any other user, the test
+        process included)."""
+        def probe() -> Operation | None:
+            code, out = self.exec_cli("status", "--json")
+            assert code == 0, out
+            data = orjson.loads(out)["operation"]
+            op = None if data is None else Operation.model_validate(data)
+            return op if op is not None and op.status.value in SETTLED else None
+        return wait_until(probe, timeout, what="the operation to settle")
 
 
 def exec_in(container: Container, *command: str) -> tuple[int, str]:

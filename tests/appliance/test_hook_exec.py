@@ -10,25 +10,11 @@ import time
 
 import orjson
 
-from kael_thread_rebuild.operations.model import Operation
 from kael_thread_rebuild.plan import build_plan
 from tests.drill import procs
-from tests.switching.sandbox import wait_until
 
 from . import engine
 from .household import Household
-
-
-def settled_through_exec(appliance: engine.Instance) -> Operation:
-    """The latest operation once settled, read by the engine in the container (the state dir is
-    the Claude user's: the engine refuses it to any other user, this test's included)."""
-    def probe() -> Operation | None:
-        code, out = appliance.exec_cli("status", "--json")
-        assert code == 0, out
-        data = orjson.loads(out)["operation"]
-        op = None if data is None else Operation.model_validate(data)
-        return op if op is not None and op.status.value in procs.SETTLED else None
-    return wait_until(probe, 60, what="the operation to settle")
 
 
 def test_plan_dirty_and_status_through_docker_exec(
@@ -64,7 +50,7 @@ def test_a_stop_through_the_hook_wrapper_is_recorded_and_switched(
 
     assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
     assert took < 5, took
-    op = settled_through_exec(appliance)
+    op = appliance.settled_operation()
     assert op.status.value == "activated", op.error
     assert op.new_session_id is not None
     assert household.pointer.read_text().strip() == op.new_session_id

@@ -173,7 +173,7 @@ def _request_and_wait(appliance: engine.Instance, config: Config, stop: Callable
                                    "REBUILD")
     assert code == 0, out
     stop()
-    op = procs.wait_for_status(config, procs.SETTLED, timeout=90)
+    op = appliance.settled_operation(timeout=90)
     assert op.status.value == "activated", op.error
     assert op.new_session_id is not None and op.hook is not None
     assert op.hook.session_id == session
