@@ -13,7 +13,7 @@ from kael_thread_rebuild.claude_cli import ALIASES, ARITY, MANY, NONE, ONE, OPTI
 from kael_thread_rebuild.claude_code import live, versions
 from kael_thread_rebuild.config import Config
 from kael_thread_rebuild.doctor import Check, check_claude_version, run_doctor
-from kael_thread_rebuild.interfaces.doctor_command import format_lines
+from kael_thread_rebuild.interfaces.formatters import doctor_lines
 from kael_thread_rebuild.switching.registry import RegistryEntry
 from tests.conftest import ConfigFactory
 from tests.fixtures import surface
@@ -169,7 +169,7 @@ def test_doctor_warns_on_a_version_outside_the_list_with_the_command_that_verifi
     assert f"{pinned} (live process pid {pid})" in check.detail
     assert f"{pinned} not verified by this project" in check.detail
     assert f".ci/check-newest-claude --binary {find_claude_binary()}" in check.fix
-    line = format_lines(report.checks)[0]
+    line = doctor_lines(report.checks)[0]
     assert line.startswith("warn  claude_version  Claude Code ") and " — fix: " in line
 
 

@@ -4,7 +4,6 @@ appliance's checks get the host's facts as `image/run-doctor.sh` and the install
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shlex
@@ -38,7 +37,7 @@ from kael_thread_rebuild.doctor import (
     resume_claude_args,
     run_doctor,
 )
-from kael_thread_rebuild.interfaces import doctor_command
+from kael_thread_rebuild.interfaces import cli
 from kael_thread_rebuild.operations import service
 from kael_thread_rebuild.operations.model import (
     Operation,
@@ -719,13 +718,9 @@ def test_the_doctor_parses_with_the_installers_module() -> None:
 
 
 def run_command(config: Config, *flags: str) -> int:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--json", action="store_true")
-    parser = argparse.ArgumentParser()
-    doctor_command.register(parser.add_subparsers(dest="command"), common)
-    args = parser.parse_args(["doctor", *flags])
-    code: int = args.handler(config, args)
-    return code
+    args = cli.build_parser().parse_args(["doctor", *flags])
+    args.json = getattr(args, "json", False)
+    return cli.invoke(args.action, config, args, None)
 
 
 def test_doctor_command_lines_and_exit_code(make_config: ConfigFactory, layout: Layout,

@@ -927,12 +927,6 @@ def same_hook(command: str, ours: str) -> bool:
 
 #: The MCP server's name in Claude Code's registration and in the permission rules.
 MCP_SERVER = "kael-thread-rebuild"
-#: Read-only tools: allowed without asking.
-READ_ONLY_TOOLS = ("thread_rebuild_doctor", "thread_rebuild_dirty", "thread_rebuild_plan",
-                   "thread_rebuild_status")
-#: Tools that change something: they must keep asking the human (never added to allow).
-PROMPTING_TOOLS = ("thread_rebuild_request", "thread_rebuild_cancel",
-                   "thread_rebuild_rollback_request")
 #: The Stop hook's timeout in seconds (the role's kael_hook_timeout defaults to it).
 HOOK_TIMEOUT = 10
 

@@ -35,11 +35,16 @@ INCIDENT_FLAGS = ["--channels", "plugin:telegram@claude-plugins-official",
                   "--thinking-display", "summarized"]
 
 
+#: The module_utils that import no other.
+INDEPENDENT = ("kael_claude_cli", "kael_mcp_tools")
+
+
 def load_module_utils(name: str) -> ModuleType:
     """The role's module_utils file, importable as modules import it."""
     full = f"ansible.module_utils.{name}"
-    if name != "kael_claude_cli":  # the others import it
-        load_module_utils("kael_claude_cli")
+    if name not in INDEPENDENT:  # the others import them
+        for independent in INDEPENDENT:
+            load_module_utils(independent)
     if full not in sys.modules:
         spec = importlib.util.spec_from_file_location(full, ROLE / "module_utils" / f"{name}.py")
         assert spec is not None and spec.loader is not None
@@ -50,7 +55,7 @@ def load_module_utils(name: str) -> ModuleType:
 
 
 def load_library(name: str) -> ModuleType:
-    for utils in ("kael_claude_cli", "kael_procs", "kael_settings"):
+    for utils in (*INDEPENDENT, "kael_procs", "kael_settings"):
         load_module_utils(utils)
     spec = importlib.util.spec_from_file_location(f"kael_library_{name}",
                                                   ROLE / "library" / f"{name}.py")

@@ -21,12 +21,11 @@ from typing import Any, NamedTuple
 # One definition of what we add, shared with the engine's `claude-pieces` command.
 from ansible.module_utils.kael_claude_cli import (
     MCP_SERVER,
-    PROMPTING_TOOLS,
-    READ_ONLY_TOOLS,
     permission,
     same_hook,
     stop_hook_entry,
 )
+from ansible.module_utils.kael_mcp_tools import PROMPTING_TOOLS, READ_ONLY_TOOLS
 
 SERVER = MCP_SERVER
 

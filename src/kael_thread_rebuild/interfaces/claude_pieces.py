@@ -1,28 +1,25 @@
-"""The `claude-pieces` command: what the installer writes for Claude Code, for pasting by hand.
+"""The `claude-pieces` action: what the installer writes for Claude Code, for pasting by hand.
 
-The permission rules, the Stop hook entry and the `claude mcp add` line come from the same
-definitions the installer's settings merge uses (`claude_cli`, shipped to hosts as the role's
-module_utils), so a household wired by hand ends up as the installer would have left it.
+The Stop hook entry and the `claude mcp add` line come from the same definitions the
+installer's settings merge uses (`claude_cli`, shipped to hosts as the role's module_utils), the
+tool permissions from the table of actions (the role's generated `kael_mcp_tools.py`), so a
+household wired by hand ends up as the installer would have left it.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shlex
-import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from ..claude_cli import (
     HOOK_STOP,
-    HOOK_TIMEOUT,
     MCP_SERVER,
-    PROMPTING_TOOLS,
-    READ_ONLY_TOOLS,
     mcp_add_argv,
     permission,
     stop_hook_entry,
@@ -30,7 +27,6 @@ from ..claude_cli import (
 from ..config import Activation, Config
 from ..defaults import CONFIG_ENV
 from ..errors import UsageError
-from .output import emit
 
 
 class ClaudePieces(BaseModel):
@@ -42,14 +38,17 @@ class ClaudePieces(BaseModel):
     asking_tools: list[str]
     mcp_add: list[str]
     mcp_add_command: str
+    #: where the settings go, for the text output
+    settings_path: str = Field(exclude=True)
 
 
-def _config_path(args: argparse.Namespace) -> str:
-    given = getattr(args, "config", None) or os.environ.get(CONFIG_ENV, "")
-    return str(Path(given).absolute())
+def config_path(given: str | None) -> str:
+    """The config file as the pieces name it: the `--config` given, else the environment's."""
+    return str(Path(given or os.environ.get(CONFIG_ENV, "")).absolute())
 
 
-def _words(text: str, option: str) -> list[str]:
+def words(text: str, option: str) -> list[str]:
+    """TEXT split as a shell would; OPTION names it when it does not split."""
     try:
         words = shlex.split(text)
     except ValueError as exc:
@@ -59,71 +58,42 @@ def _words(text: str, option: str) -> list[str]:
     return words
 
 
-def pieces(config: Config, config_path: str, hook_command: str | None,
-           mcp_command: list[str] | None, claude: str, timeout: int) -> ClaudePieces:
-    """The pieces for CONFIG; a pointer base gets no hook (its runner forwards every Stop)."""
-    engine = ["kael-thread-rebuild", "--config", config_path]
+class Wiring(BaseModel):
+    """What to wire: the hook and MCP server commands (None: the defaults), the Claude Code
+    program, the hook's timeout, and the MCP tools allowed without asking and those that keep
+    asking."""
+
+    hook_command: str | None
+    mcp_command: list[str] | None
+    claude: str
+    timeout: int
+    allowed: Sequence[str]
+    asking: Sequence[str]
+
+
+def pieces(config: Config, path: str, wiring: Wiring) -> ClaudePieces:
+    """The pieces for CONFIG (read from PATH); a pointer base gets no hook (its runner forwards
+    every Stop)."""
+    engine = ["kael-thread-rebuild", "--config", path]
+    hook_command = wiring.hook_command
     if config.activation is Activation.pointer:
         hook_command = None
     elif hook_command is None:
         hook_command = shlex.join([*engine, HOOK_STOP])
     settings: dict[str, Any] = {}
     if hook_command is not None:
-        settings["hooks"] = {"Stop": [{"hooks": [stop_hook_entry(hook_command, timeout)]}]}
-    rules = [permission(MCP_SERVER, tool) for tool in READ_ONLY_TOOLS]
+        settings["hooks"] = {"Stop": [{"hooks": [stop_hook_entry(hook_command,
+                                                                  wiring.timeout)]}]}
+    rules = [permission(MCP_SERVER, tool) for tool in wiring.allowed]
     settings["permissions"] = {"allow": rules}
-    server = mcp_command or ["kael-thread-rebuild-mcp", "--config", config_path]
-    argv = mcp_add_argv(claude, MCP_SERVER, server)
+    server = wiring.mcp_command or ["kael-thread-rebuild-mcp", "--config", path]
+    argv = mcp_add_argv(wiring.claude, MCP_SERVER, server)
     return ClaudePieces(settings=settings, hook_command=hook_command, permissions=rules,
-                        asking_tools=[permission(MCP_SERVER, t) for t in PROMPTING_TOOLS],
-                        mcp_add=argv, mcp_add_command=shlex.join(argv))
+                        asking_tools=[permission(MCP_SERVER, t) for t in wiring.asking],
+                        mcp_add=argv, mcp_add_command=shlex.join(argv),
+                        settings_path=f"{config.claude_config_dir or '~/.claude'}/settings.json")
 
 
 def settings_text(found: ClaudePieces) -> str:
     """The settings block as the installer writes it into an empty settings.json."""
     return json.dumps(found.settings, indent=2, ensure_ascii=False) + "\n"
-
-
-def _claude_pieces(config: Config, args: argparse.Namespace) -> int:
-    mcp = _words(args.mcp_command, "--mcp-command") if args.mcp_command else None
-    hook = args.hook_command
-    if hook is not None:
-        _words(hook, "--hook-command")  # the hook runs through a shell: it must parse
-    found = pieces(config, _config_path(args), hook, mcp, args.claude, args.hook_timeout)
-    if args.json:
-        emit(found, True)
-        return 0
-    where = f"{config.claude_config_dir or '~/.claude'}/settings.json"
-    sys.stdout.write(
-        f"# {where}: merge these keys into the file, keeping everything already there\n"
-        f"{settings_text(found)}"
-        "# the tools that change something keep asking: never allow "
-        f"{', '.join(found.asking_tools)}\n"
-        "# register the MCP server, as the user Claude Code runs as\n"
-        f"{found.mcp_add_command}\n")
-    return 0
-
-
-def register(commands: argparse._SubParsersAction[argparse.ArgumentParser],
-             parent: argparse.ArgumentParser) -> None:
-    command = commands.add_parser(
-        "claude-pieces", parents=[parent],
-        help="print the settings.json block and `claude mcp add` line the installer would write",
-        description="Print what the installer writes for Claude Code, for a household wired by "
-                    "hand: the Stop hook entry and the four read-only tool permissions to merge "
-                    "into settings.json, and the `claude mcp add` command that registers the MCP "
-                    "server. A pointer base gets no hook (its runner forwards every Stop). It "
-                    "changes nothing.")
-    command.add_argument("--hook-command", metavar="TEXT",
-                         help="the Stop hook's command (default: kael-thread-rebuild --config "
-                              "PATH hook-stop; in the appliance: kael-hook --container NAME "
-                              "--config PATH --state-dir DIR)")
-    command.add_argument("--mcp-command", metavar="TEXT",
-                         help="the MCP server's command line (default: kael-thread-rebuild-mcp "
-                              "--config PATH; in the appliance: what image/mcp-command.sh "
-                              "prints, joined with spaces)")
-    command.add_argument("--claude", metavar="PROGRAM", default="claude",
-                         help="the Claude Code program in the printed command (default: claude)")
-    command.add_argument("--hook-timeout", metavar="SECONDS", type=int, default=HOOK_TIMEOUT,
-                         help=f"the hook's timeout (default: {HOOK_TIMEOUT})")
-    command.set_defaults(handler=_claude_pieces)

@@ -1,24 +1,61 @@
-"""The `kael-thread-rebuild` command line."""
+"""The `kael-thread-rebuild` command line: one subcommand per action of the table (`actions`).
+
+The table is imported when the parser is built, not at the top: `hook-stop` and `prestart`
+must not wait for it.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
+import types
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from .. import __version__
 from ..defaults import CONFIG_ENV
 
 if TYPE_CHECKING:
+    from ..config import Config
     from ..conversation.scan import SecondHalf
+    from .action_model import Action
 
 PROG = "kael-thread-rebuild"
 EXIT_CODES = "exit codes: 0 ok, 1 refused or failed (with the reason), 2 usage or config error"
 
 
+def _option_type(annotation: Any) -> Any:
+    """What argparse converts an option's text with: the field's type (without `| None`)."""
+    kinds = [kind for kind in getattr(annotation, "__args__", (annotation,))
+             if kind is not type(None)] if isinstance(annotation, types.UnionType) \
+        else [annotation]
+    return kinds[0] if kinds[0] in (int, float, Path) else None
+
+
+def add_action(commands: argparse._SubParsersAction[argparse.ArgumentParser],
+               parent: argparse.ArgumentParser, action: Action[Any, Any]) -> None:
+    """ACTION's subcommand: an option per input field, spelled as its `Cli` says."""
+    command = commands.add_parser(action.name, parents=[parent], help=action.summary,
+                                  description=action.description)
+    for name, field, cli in action.fields():
+        flag = cli.flag or "--" + name.replace("_", "-")
+        spelling: dict[str, Any] = {"dest": name, "help": cli.help}
+        if cli.metavar is not None:
+            spelling["metavar"] = cli.metavar
+        if field.annotation is bool:
+            command.add_argument(flag, action="store_true", **spelling)
+            continue
+        if field.is_required():
+            spelling["required"] = True
+        else:
+            spelling["default"] = field.default
+        command.add_argument(flag, type=_option_type(field.annotation), **spelling)
+    command.set_defaults(action=action)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    from . import claude_pieces, doctor_command, engine_commands, operation_commands
+    from .actions import ACTIONS
 
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--config", metavar="PATH", default=argparse.SUPPRESS,
@@ -32,11 +69,22 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EXIT_CODES)
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    engine_commands.register(commands, common)
-    doctor_command.register(commands, common)
-    operation_commands.register(commands, common)
-    claude_pieces.register(commands, common)
+    for action in ACTIONS:
+        add_action(commands, common, action)
     return parser
+
+
+def invoke(action: Action[Any, Any], config: Config, args: argparse.Namespace,
+           started: SecondHalf | None) -> int:
+    """Run ACTION with the parsed options, print its output, return its exit code."""
+    from .action_model import Call
+
+    given = action.input.model_validate({name: getattr(args, name)
+                                         for name in action.input.model_fields})
+    call = Call(config=config, via="cli", config_path=getattr(args, "config", None),
+                started=started)
+    code: int = action.show(action.run(call, given), args.json)
+    return code
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -61,11 +109,10 @@ def _run(words: list[str], started: SecondHalf | None) -> int:
     from ..errors import KaelError
 
     args = build_parser().parse_args(words)
-    args.started = started
     args.json = getattr(args, "json", False)
     try:
         config = load_config(getattr(args, "config", None))
-        code: int = args.handler(config, args)
+        code = invoke(args.action, config, args, started)
     except KaelError as exc:
         for line in str(exc).splitlines():
             print(f"{PROG}: {line}", file=sys.stderr)

@@ -84,7 +84,7 @@ def run(argv: Sequence[str]) -> int:
     with contextlib.redirect_stdout(sys.stderr):
         from ..config import load_config
         from ..errors import KaelError
-        from .operation_commands import record_stop_input
+        from ..operations.stop_hook import record_stop_input
 
         try:
             config = load_config(config_path)

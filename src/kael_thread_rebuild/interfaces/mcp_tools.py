@@ -1,4 +1,5 @@
-"""The seven tools of the `kael-thread-rebuild-mcp` stdio server (spec §8), on the MCP SDK.
+"""The seven tools of the `kael-thread-rebuild-mcp` stdio server (spec §8), on the MCP SDK:
+the actions of the table (`actions`) that have a `Tool`.
 
 Four read-only previews (doctor, dirty, plan, status) and three state changes that each need an
 exact confirmation word (request, cancel, rollback request). A state change only records the
@@ -11,13 +12,13 @@ and hands the connection over to `serve` only when a tool is called.
 
 from __future__ import annotations
 
+import inspect
 import io
 import json
 import threading
 from collections.abc import Callable, Hashable, Sequence
-from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, BinaryIO, TextIO, TypeVar, cast
+from typing import Annotated, Any, BinaryIO, TextIO, cast
 
 import anyio
 from mcp.server.mcpserver import MCPServer
@@ -29,14 +30,13 @@ from pydantic import BaseModel, Field
 
 from .. import __version__
 from ..config import Config
-from ..conversation.dirty import DirtyReport
-from ..doctor import SERVER_NAME, DoctorReport, run_doctor
+from ..doctor import SERVER_NAME
 from ..errors import KaelError
 from ..fsutil import atomic_write_bytes
 from ..operations import service
-from ..operations.model import Operation, OperationStatus, utcnow
-from ..paths import resolve_transcript, shown
-from ..plan import PlanReport, build_plan
+from ..paths import shown
+from .action_model import Action, Call
+from .actions import ACTIONS
 from .mcp_server import (
     PROTOCOL_VERSION_KEY,
     SNAPSHOT,
@@ -66,122 +66,57 @@ thread_rebuild_status shows an operation's progress. thread_rebuild_cancel (word
 reply ends. Use them only when the human asks.
 """
 
-_READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
-                             open_world_hint=False)
-_DESTRUCTIVE = ToolAnnotations(read_only_hint=False, destructive_hint=True,
-                               idempotent_hint=False, open_world_hint=False)
-
-Transcript = Annotated[str | None, Field(
-    description="a transcript inside project_dir; default: the newest session transcript")]
-OperationId = Annotated[str, Field(description="the operation_id a request returned")]
-
-
-class StatusResult(BaseModel):
-    """An operation's record (ids, states, digests, counts; never conversation text)."""
-
-    found: bool
-    operation: Operation | None
-
-
-class OperationResult(BaseModel):
-    operation_id: str
-    status: OperationStatus
-    joined_existing: bool = False
-    next_step: str
-
-
 ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
 # The subscription Claude Code asks for; another one is handed to the SDK server at once.
 LISTEN = {"notifications": {"toolsListChanged": True, "promptsListChanged": True,
                             "resourcesListChanged": True}}
 
-_AFTER_REPLY = ("Tell the human it is recorded, then finish your reply normally; the switch "
-                "happens after the reply ends. Do not call this tool again.")
 
-T = TypeVar("T")
+def tool_annotations(action: Action[Any, Any]) -> ToolAnnotations:
+    """What the client is told about a tool: read-only and idempotent, or destructive."""
+    return ToolAnnotations(read_only_hint=not action.changes, destructive_hint=action.changes,
+                           idempotent_hint=not action.changes, open_world_hint=False)
 
 
-def _call(action: Callable[[], T]) -> T:
-    """Engine refusals become tool errors carrying the engine's one-line reason; so does a
-    file system error (the tool must always say why)."""
-    try:
-        return action()
-    except KaelError as exc:
-        raise ToolError(str(exc)) from None
-    except OSError as exc:
-        where = f" ({shown(exc.filename)})" if exc.filename else ""
-        raise ToolError(f"{exc.strerror or exc}{where}") from None
+def _answering(action: Action[Any, Any], config: Config) -> Callable[..., BaseModel]:
+    """The tool function the SDK reads ACTION's tool from: its parameters are the input
+    model's fields (with the descriptions the model reads), it returns the tool's output.
+    Engine refusals become tool errors carrying the engine's one-line reason; so does a file
+    system error (the tool must always say why)."""
+    assert action.tool is not None
+
+    def answer(**given: Any) -> BaseModel:
+        try:
+            return action.answer(Call(config=config, via="mcp"), given)
+        except KaelError as exc:
+            raise ToolError(str(exc)) from None
+        except OSError as exc:
+            where = f" ({shown(exc.filename)})" if exc.filename else ""
+            raise ToolError(f"{exc.strerror or exc}{where}") from None
+
+    parameters = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY,
+                          annotation=Annotated[field.annotation,
+                                               Field(description=field.description)],
+                          default=inspect.Parameter.empty if field.is_required()
+                          else field.default)
+        for name, field, _ in action.fields()]
+    output = action.tool_output()
+    answer.__name__ = answer.__qualname__ = action.tool.name
+    answer.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        parameters, return_annotation=output)
+    answer.__annotations__ = {p.name: p.annotation for p in parameters} | {"return": output}
+    return answer
 
 
 def build_server(config: Config) -> MCPServer[Any]:
     server: MCPServer[Any] = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS,
                                        version=__version__, log_level="WARNING")
-
-    def plan_report(transcript: str | None) -> PlanReport:
-        return build_plan(config, resolve_transcript(config, transcript)).report
-
-    @server.tool(annotations=_READ_ONLY)
-    def thread_rebuild_doctor() -> DoctorReport:
-        """Check everything a rebuild and switch needs (read-only): project dir, workdir, state
-        dir, target, running session, resume command flags, Stop hook and its delivery, MCP
-        registration and containers, stuck operations, image and daemon versions."""
-        return run_doctor(config)
-
-    @server.tool(annotations=_READ_ONLY)
-    def thread_rebuild_dirty(transcript: Transcript = None) -> DirtyReport:
-        """Runtime bytes by category and whether a rebuild is advised (read-only; it never
-        requests)."""
-        return _call(lambda: plan_report(transcript).dirty)
-
-    @server.tool(annotations=_READ_ONLY)
-    def thread_rebuild_plan(transcript: Transcript = None) -> PlanReport:
-        """What a rebuild would carry and whether it is blocked (read-only). Show it to the
-        human before any request."""
-        return _call(lambda: plan_report(transcript))
-
-    @server.tool(annotations=_READ_ONLY)
-    def thread_rebuild_status(operation_id: Annotated[str | None, Field(
-            description="default: the operation in flight, else the latest")] = None,
-    ) -> StatusResult:
-        """An operation's state and record (read-only)."""
-        op = _call(lambda: service.status(config, operation_id))
-        return StatusResult(found=op is not None, operation=op)
-
-    @server.tool(annotations=_DESTRUCTIVE)
-    def thread_rebuild_request(
-        reason: Annotated[str, Field(description="why the human wants the rebuild")],
-        confirmation: Annotated[str, Field(
-            description=f"exactly {service.REBUILD_WORD}, only after the human agreed")],
-    ) -> OperationResult:
-        """Record a rebuild that runs after this reply ends. Only after showing the plan and
-        the human agreeing. Call once; then finish the reply normally."""
-        asked_at: datetime = utcnow()
-        op = _call(lambda: service.request(config, reason, confirmation, requested_by="mcp"))
-        return OperationResult(operation_id=op.operation_id, status=op.status,
-                               joined_existing=op.created_at < asked_at,
-                               next_step=_AFTER_REPLY)
-
-    @server.tool(annotations=_DESTRUCTIVE)
-    def thread_rebuild_cancel(
-        operation_id: OperationId,
-        confirmation: Annotated[str, Field(description=f"exactly {service.CANCEL_WORD}")],
-    ) -> OperationResult:
-        """Cancel a rebuild that has not started yet (pending or scheduled)."""
-        op = _call(lambda: service.cancel(config, operation_id, confirmation))
-        return OperationResult(operation_id=op.operation_id, status=op.status,
-                               next_step="Nothing will be switched.")
-
-    @server.tool(annotations=_DESTRUCTIVE)
-    def thread_rebuild_rollback_request(
-        operation_id: OperationId,
-        confirmation: Annotated[str, Field(description=f"exactly {service.ROLLBACK_WORD}")],
-    ) -> OperationResult:
-        """Return to the old session after an activated rebuild; the switch back happens after
-        this reply ends."""
-        op = _call(lambda: service.rollback_request(config, operation_id, confirmation))
-        return OperationResult(operation_id=op.operation_id, status=op.status,
-                               next_step=_AFTER_REPLY)
-
+    for action in sorted(ACTIONS, key=lambda action: action.changes):  # the previews first
+        if action.tool is not None:
+            server.add_tool(_answering(action, config), name=action.tool.name,
+                            description=action.tool.description,
+                            annotations=tool_annotations(action))
     return server
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import time
 
+from pydantic import BaseModel
+
 from ..config import Config
 from ..defaults import MAX_REASON_CHARS
 from ..errors import Refused, UsageError
@@ -76,8 +78,16 @@ def _require_word(confirmation: str, word: str, action: str) -> None:
         raise Refused(f"to {action}, the confirmation must be exactly {word}")
 
 
-def request(config: Config, reason: str, confirmation: str,
-            requested_by: str = "cli") -> Operation:
+class Requested(BaseModel):
+    """What a rebuild request did: the operation waiting for the Stop, and whether it was
+    already waiting (the request joined it) rather than recorded by this request."""
+
+    operation: Operation
+    joined_existing: bool
+
+
+def request_rebuild(config: Config, reason: str, confirmation: str,
+                    requested_by: str = "cli") -> Requested:
     """Record a pending rebuild; it runs after the next Stop. Joins one already waiting."""
     _require_word(confirmation, REBUILD_WORD, "request a rebuild")
     reason = check_reason(reason)
@@ -86,15 +96,22 @@ def request(config: Config, reason: str, confirmation: str,
         active = store.active()
         if active is not None:
             if active.status in _JOINABLE:
-                return active
+                return Requested(operation=active, joined_existing=True)
             what = "a rollback" if active.status in (S.rollback_pending,
                                                      S.rollback_scheduled) else "a rebuild"
             raise Refused(f"operation {active.operation_id} ({what}) is {active.status.value}; "
                           "wait for it to finish")
         now = utcnow()
-        return store.create(Operation(operation_id=new_operation_id(now), created_at=now,
-                                      updated_at=now, reason=reason,
-                                      requested_by=requested_by))
+        created = store.create(Operation(operation_id=new_operation_id(now), created_at=now,
+                                         updated_at=now, reason=reason,
+                                         requested_by=requested_by))
+        return Requested(operation=created, joined_existing=False)
+
+
+def request(config: Config, reason: str, confirmation: str,
+            requested_by: str = "cli") -> Operation:
+    """`request_rebuild`'s operation."""
+    return request_rebuild(config, reason, confirmation, requested_by).operation
 
 
 def cancel(config: Config, operation_id: str, confirmation: str) -> Operation:
@@ -186,6 +203,15 @@ def record_stop(config: Config, hook_input: StopHookInput,
                                           "session still runs")
         return store.transition(op.operation_id, S.rollback_scheduled, "Stop received",
                                 rollback_hook=facts)
+
+
+def failed(op: Operation) -> bool:
+    """Whether a settled operation did not do what was asked: failed, or a rebuild that fell
+    back to the old session (a requested rollback that ends rolled_back succeeded)."""
+    if op.status is S.failed:
+        return True
+    asked_back = any(step.to_status is S.rollback_scheduled for step in op.history)
+    return op.status is S.rolled_back and not asked_back
 
 
 def wait(config: Config, operation_id: str | None, timeout: float) -> Operation | None:

@@ -1,0 +1,422 @@
+"""The table of actions: every command of the engine, declared once.
+
+`cli` builds its subcommands from `ACTIONS`, `mcp_tools` its tools (with their annotations), and
+the installer's permission list is the role's `kael_mcp_tools.py`, written from it by
+`python -m kael_thread_rebuild.interfaces.actions --write-role-tools PATH` (Ansible runs that
+file on the household with the standard library only); tests/test_actions.py checks that all
+three agree with the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, Field
+
+from ..claude_cli import HOOK_TIMEOUT
+from ..conversation.dirty import DirtyReport
+from ..daemon import Recovery, recover_once, serve
+from ..defaults import MAX_REASON_CHARS
+from ..doctor import DoctorReport, run_doctor
+from ..errors import Refused, UsageError
+from ..fsutil import atomic_write_bytes
+from ..operations import service
+from ..operations.model import IN_FLIGHT, Operation
+from ..operations.service import CANCEL_WORD, REBUILD_WORD, ROLLBACK_WORD, Requested
+from ..operations.stop_hook import HOOK_LOG, record_stop_input
+from ..paths import check_path_text, resolve_transcript, shown
+from ..plan import PlanReport, build_plan
+from . import formatters as show
+from .action_model import Action, Call, Cli, Nothing, Tool
+from .claude_pieces import ClaudePieces, Wiring, config_path, pieces, words
+from .outcomes import (
+    CandidateSummary,
+    Found,
+    History,
+    OperationResult,
+    StatusResult,
+    Waited,
+)
+
+DEFAULT_WAIT_SECONDS = 600.0
+MAX_WAIT_SECONDS = 7 * 86400.0
+
+# -- inputs --------------------------------------------------------------------------------------
+
+Transcript = Annotated[str | None, Field(
+    description="a transcript inside project_dir; default: the newest session transcript"), Cli(
+    "the transcript to read (inside project_dir); default: the newest transcript in "
+    "project_dir that is not a candidate")]
+_OPERATION = "the operation_id a request returned"
+
+
+def _operation(cli_default: str) -> Cli:
+    return Cli(f"the operation id a request printed{cli_default}", "--operation", "ID")
+
+
+RebuildWord = Annotated[str, Field(
+    description=f"exactly {REBUILD_WORD}, only after the human agreed"),
+    Cli(f"exactly {REBUILD_WORD}", "--confirm", "WORD")]
+CancelWord = Annotated[str, Field(description=f"exactly {CANCEL_WORD}"),
+                       Cli(f"exactly {CANCEL_WORD}", "--confirm", "WORD")]
+RollbackWord = Annotated[str, Field(description=f"exactly {ROLLBACK_WORD}"),
+                         Cli(f"exactly {ROLLBACK_WORD}", "--confirm", "WORD")]
+
+
+class NoInput(BaseModel):
+    pass
+
+
+class TranscriptInput(BaseModel):
+    transcript: Transcript = None
+
+
+class CandidateInput(BaseModel):
+    transcript: Transcript = None
+    output_dir: Annotated[Path, Cli("an existing directory for the candidate and its manifest",
+                                    metavar="DIR")]
+
+
+class StatusInput(BaseModel):
+    operation_id: Annotated[str | None, Field(
+        description="default: the operation in flight, else the latest"),
+        _operation("; default: the one in flight, else the latest")] = None
+
+
+class RequestInput(BaseModel):
+    reason: Annotated[str, Field(description="why the human wants the rebuild"), Cli(
+        f"why the rebuild is wanted (at most {MAX_REASON_CHARS} characters)")]
+    confirmation: RebuildWord
+
+
+class CancelInput(BaseModel):
+    operation_id: Annotated[str, Field(description=_OPERATION), _operation("")]
+    confirmation: CancelWord
+
+
+class RollbackInput(BaseModel):
+    operation_id: Annotated[str, Field(description=_OPERATION), _operation("")]
+    confirmation: RollbackWord
+
+
+class WaitInput(BaseModel):
+    operation_id: Annotated[str | None, _operation("; default: whatever is in flight")] = None
+    timeout: Annotated[float, Cli(
+        f"seconds to wait at most (default {DEFAULT_WAIT_SECONDS:g})", metavar="S")] = \
+        DEFAULT_WAIT_SECONDS
+
+
+class ServeInput(BaseModel):
+    once: Annotated[bool, Cli("recover and run what is ready once, then exit")] = False
+
+
+class PiecesInput(BaseModel):
+    hook_command: Annotated[str | None, Cli(
+        "the Stop hook's command (default: kael-thread-rebuild --config PATH hook-stop; in the "
+        "appliance: kael-hook --container NAME --config PATH --state-dir DIR)",
+        metavar="TEXT")] = None
+    mcp_command: Annotated[str | None, Cli(
+        "the MCP server's command line (default: kael-thread-rebuild-mcp --config PATH; in "
+        "the appliance: what image/mcp-command.sh prints, joined with spaces)",
+        metavar="TEXT")] = None
+    claude: Annotated[str, Cli("the Claude Code program in the printed command (default: "
+                               "claude)", metavar="PROGRAM")] = "claude"
+    hook_timeout: Annotated[int, Cli(f"the hook's timeout (default: {HOOK_TIMEOUT})",
+                                     metavar="SECONDS")] = HOOK_TIMEOUT
+
+
+# -- the service functions -----------------------------------------------------------------------
+
+
+def _plan(call: Call, given: TranscriptInput) -> PlanReport:
+    return build_plan(call.config, resolve_transcript(call.config, given.transcript),
+                      started=call.started).report
+
+
+def _dirty(call: Call, given: TranscriptInput) -> DirtyReport:
+    return _plan(call, given).dirty
+
+
+def _candidate(call: Call, given: CandidateInput) -> CandidateSummary:
+    try:
+        check_path_text(str(given.output_dir))
+        output_dir = given.output_dir.expanduser().absolute()
+    except (ValueError, RuntimeError) as exc:  # RuntimeError: `~user` of no one
+        raise UsageError(f"--output-dir {shown(given.output_dir)} {exc}") from None
+    if not output_dir.is_dir():
+        raise UsageError(f"--output-dir {output_dir} does not exist or is not a directory")
+    from ..candidate.writer import write_candidate  # only this action writes
+
+    plan = build_plan(call.config, resolve_transcript(call.config, given.transcript),
+                      started=call.started)
+    if plan.blocked:
+        raise Refused(f"plan blocked: {plan.report.blocked_reason}")
+    result = write_candidate(plan, output_dir, call.config)
+    counts = plan.report.model_dump(include=set(CandidateSummary.model_fields))
+    return CandidateSummary(
+        new_session_id=result.new_session_id, candidate_path=str(result.candidate_path),
+        manifest_path=str(result.manifest_path), candidate_sha256=result.candidate_sha256,
+        verification=result.verification, resume_hint=f"claude --resume {result.new_session_id}",
+        **counts)
+
+
+def _doctor(call: Call, given: NoInput) -> DoctorReport:
+    return run_doctor(call.config)
+
+
+def _request(call: Call, given: RequestInput) -> Requested:
+    return service.request_rebuild(call.config, given.reason, given.confirmation,
+                                   requested_by=call.via)
+
+
+def _cancel(call: Call, given: CancelInput) -> Operation:
+    return service.cancel(call.config, given.operation_id, given.confirmation)
+
+
+def _rollback(call: Call, given: RollbackInput) -> Operation:
+    return service.rollback_request(call.config, given.operation_id, given.confirmation)
+
+
+def _status(call: Call, given: StatusInput) -> Found:
+    op = service.status(call.config, given.operation_id)
+    return Found(operation=op, skipped=service.stray_files(call.config))
+
+
+def _history(call: Call, given: NoInput) -> History:
+    return History(operations=service.history(call.config),
+                   skipped=service.stray_files(call.config))
+
+
+def _wait(call: Call, given: WaitInput) -> Waited:
+    if not 0 <= given.timeout <= MAX_WAIT_SECONDS:  # also refuses nan
+        raise UsageError(f"--timeout must be from 0 to {MAX_WAIT_SECONDS:g} seconds")
+    op = service.wait(call.config, given.operation_id, given.timeout)
+    if op is None:
+        return Waited(operation=None, timed_out=False, failed=False, timeout=given.timeout)
+    timed_out = not op.settled if given.operation_id else op.status in IN_FLIGHT
+    return Waited(operation=op, timed_out=timed_out, failed=service.failed(op),
+                  timeout=given.timeout)
+
+
+def _hook_stop(call: Call, given: NoInput) -> Nothing:
+    """Reached only through the parser; `cli.main` sends hook-stop to `hook.run` first."""
+    from .hook import read_stop_input
+
+    raw = read_stop_input()
+    with contextlib.redirect_stdout(sys.stderr):
+        record_stop_input(call.config, raw)
+    return Nothing()
+
+
+def _serve(call: Call, given: ServeInput) -> Nothing:
+    serve(call.config, once=given.once)
+    return Nothing()
+
+
+def _recover(call: Call, given: NoInput) -> Recovery:
+    return recover_once(call.config)
+
+
+def _claude_pieces(call: Call, given: PiecesInput) -> ClaudePieces:
+    mcp = words(given.mcp_command, "--mcp-command") if given.mcp_command else None
+    if given.hook_command is not None:
+        words(given.hook_command, "--hook-command")  # the hook runs through a shell
+    wiring = Wiring(hook_command=given.hook_command, mcp_command=mcp, claude=given.claude,
+                    timeout=given.hook_timeout, allowed=tool_names(changes=False),
+                    asking=tool_names(changes=True))
+    return pieces(call.config, config_path(call.config_path), wiring)
+
+
+# -- what the MCP tools return -------------------------------------------------------------------
+
+_AFTER_REPLY = ("Tell the human it is recorded, then finish your reply normally; the switch "
+                "happens after the reply ends. Do not call this tool again.")
+
+
+def _found(found: Found) -> StatusResult:
+    return StatusResult(found=found.operation is not None, operation=found.operation)
+
+
+def _requested(requested: Requested) -> OperationResult:
+    op = requested.operation
+    return OperationResult(operation_id=op.operation_id, status=op.status,
+                           joined_existing=requested.joined_existing, next_step=_AFTER_REPLY)
+
+
+def _cancelled(op: Operation) -> OperationResult:
+    return OperationResult(operation_id=op.operation_id, status=op.status,
+                           next_step="Nothing will be switched.")
+
+
+def _rolling_back(op: Operation) -> OperationResult:
+    return OperationResult(operation_id=op.operation_id, status=op.status,
+                           next_step=_AFTER_REPLY)
+
+
+# -- the table -----------------------------------------------------------------------------------
+
+# In the order of the CLI's help; the MCP tools and the permissions take the read-only ones
+# first (the order the model previews in: doctor, dirty, plan, status).
+ACTIONS: tuple[Action[Any, Any], ...] = (
+    Action(
+        "doctor", "check everything a switch needs (read-only)",
+        "Check the project dir and workdir encoding, the state dir, the target and the session "
+        "it runs, that resume_command keeps every flag of the live Claude Code, the Stop hook "
+        "and whether its last calls reached the daemon, the MCP registration and containers, "
+        "image and daemon versions (with the host's facts, see image/run-doctor.sh) and that no "
+        "operation is stuck. One line per check; `skip` means it cannot be known from here, "
+        "`warn` that it stops no switch but needs a look (a Claude Code version this project "
+        "has not verified). It changes nothing, ever: a stuck operation is reported with its "
+        "fix (`recover`). Exit 1 when any check fails.",
+        NoInput, DoctorReport, changes=False, run=_doctor, show=show.show_doctor,
+        tool=Tool("thread_rebuild_doctor", "Check everything a rebuild and switch needs "
+                  "(read-only): project dir, workdir, state dir, target, running session, "
+                  "resume command flags, Stop hook and its delivery, MCP registration and "
+                  "containers, stuck operations, image and daemon versions.")),
+    Action(
+        "dirty", "runtime bytes by category and whether to rebuild",
+        "Report the runtime bytes (tool results, tool calls, thinking, images, injections, "
+        "attachments, sidechains, system) against dirty_budget_bytes, and whether a rebuild is "
+        "advised. It only advises; it never requests.",
+        TranscriptInput, DirtyReport, changes=False, run=_dirty, show=show.show_report,
+        tool=Tool("thread_rebuild_dirty", "Runtime bytes by category and whether a rebuild is "
+                  "advised (read-only; it never requests).")),
+    Action(
+        "plan", "show what a rebuild would carry (read-only)",
+        "Read a transcript and report what a rebuild would carry: turns, speech by origin, the "
+        "startup snapshot, budget, poison score, the dirty ledger and why it would be blocked. "
+        "Changes nothing.",
+        TranscriptInput, PlanReport, changes=False, run=_plan, show=show.show_report,
+        tool=Tool("thread_rebuild_plan", "What a rebuild would carry and whether it is blocked "
+                  "(read-only). Show it to the human before any request.")),
+    Action(
+        "candidate", "write and verify a rebuilt session (preview/export)",
+        "Write DIR/<new id>.jsonl and DIR/<new id>.manifest.json, verify them from disk, and "
+        "print the result. Refuses (exit 1) when the plan is blocked. The source transcript is "
+        "never written. To try it: copy the file into Claude Code's project folder and run "
+        "`claude --resume <new id>`.",
+        # It writes only into the directory given, never the engine's state: not an MCP tool.
+        CandidateInput, CandidateSummary, changes=True, run=_candidate,
+        show=show.show_candidate),
+    Action(
+        "request", "ask for a rebuild; it runs after the next Stop",
+        "Record a rebuild request. Nothing happens until the current reply of the Claude Code "
+        "session ends: its Stop hook schedules the operation and the daemon (`serve`) builds, "
+        "verifies and switches. A request while one waits joins it; while one runs it is "
+        "refused.",
+        RequestInput, Requested, changes=True, confirmation=REBUILD_WORD, run=_request,
+        show=show.show_requested,
+        tool=Tool("thread_rebuild_request", "Record a rebuild that runs after this reply ends. "
+                  "Only after showing the plan and the human agreeing. Call once; then finish "
+                  "the reply normally.", OperationResult, _requested)),
+    Action(
+        "cancel", "cancel an operation that has not started",
+        "Cancel a pending or scheduled operation; nothing is switched.",
+        CancelInput, Operation, changes=True, confirmation=CANCEL_WORD, run=_cancel,
+        show=show.show_cancelled,
+        tool=Tool("thread_rebuild_cancel", "Cancel a rebuild that has not started yet (pending "
+                  "or scheduled).", OperationResult, _cancelled)),
+    Action(
+        "rollback", "return to the old session after an activated rebuild",
+        "Mark an activated rebuild for rollback; the switch back happens after the next Stop "
+        "of the rebuilt session. Only the latest switch can be rolled back.",
+        RollbackInput, Operation, changes=True, confirmation=ROLLBACK_WORD, run=_rollback,
+        show=show.show_rollback,
+        tool=Tool("thread_rebuild_rollback_request", "Return to the old session after an "
+                  "activated rebuild; the switch back happens after this reply ends.",
+                  OperationResult, _rolling_back)),
+    Action(
+        "status", "show an operation (read-only)",
+        "Show an operation's record: state, sessions, backup, error and history.",
+        StatusInput, Found, changes=False, run=_status, show=show.show_found,
+        tool=Tool("thread_rebuild_status", "An operation's state and record (read-only).",
+                  StatusResult, _found)),
+    Action(
+        "history", "list every operation (read-only)", "One line per operation.",
+        NoInput, History, changes=False, run=_history, show=show.show_history),
+    Action(
+        "wait", "wait for an operation to settle",
+        "Wait until the operation settles; without --operation, until no operation is "
+        "scheduled or being worked on (exit 0 at once when none is). Prints the final state. "
+        "Exit 1 on timeout, when the operation failed, or when a rebuild fell back to the old "
+        "session.",
+        # It blocks for minutes; the model must finish its reply instead: not an MCP tool.
+        WaitInput, Waited, changes=False, run=_wait, show=show.show_waited),
+    Action(
+        "hook-stop", "Claude Code's Stop hook (reads its JSON on stdin)",
+        "Schedule the waiting operation from Claude Code's Stop hook input on stdin, or fail it "
+        "with the reason. Prints nothing on stdout, always exits 0 and logs to "
+        f"<state_dir>/{HOOK_LOG}. Install as a Stop hook command in Claude Code's settings.",
+        NoInput, Nothing, changes=True, run=_hook_stop, show=show.show_nothing),
+    Action(
+        "serve", "the daemon that runs scheduled operations",
+        "Settle whatever a previous worker left in flight, then run scheduled operations until "
+        "SIGTERM/SIGINT. Run it outside Claude Code's process tree; one per state dir. Logs to "
+        "<state_dir>/worker.log.",
+        ServeInput, Nothing, changes=True, run=_serve, show=show.show_nothing),
+    Action(
+        "recover", "settle what a stopped daemon left unsettled",
+        "Run the recovery a daemon start runs, without serving: take every operation left in "
+        "flight to a settled state and record the truth (nothing switched: failed, and its "
+        "candidate moved out of project_dir; switched: check which session the target runs). "
+        "Refused while a daemon serves the state dir (restarting it recovers). Prints one line "
+        "per operation settled and per file in operations/ that is not a record. Logs to "
+        "<state_dir>/worker.log. Not an MCP tool: it can restart the session.",
+        NoInput, Recovery, changes=True, run=_recover, show=show.show_recovery),
+    Action(
+        "claude-pieces",
+        "print the settings.json block and `claude mcp add` line the installer would write",
+        "Print what the installer writes for Claude Code, for a household wired by hand: the "
+        "Stop hook entry and the four read-only tool permissions to merge into settings.json, "
+        "and the `claude mcp add` command that registers the MCP server. A pointer base gets "
+        "no hook (its runner forwards every Stop). It changes nothing.",
+        PiecesInput, ClaudePieces, changes=False, run=_claude_pieces, show=show.show_pieces),
+)
+
+
+def tool_names(changes: bool) -> list[str]:
+    """The MCP tools that change something (they keep asking the human), or those that do
+    not (the installer allows them without asking)."""
+    return [action.tool.name for action in ACTIONS
+            if action.tool is not None and action.changes is changes]
+
+
+# -- the installer's permission list -------------------------------------------------------------
+
+ROLE_TOOLS_HEADER = '''\
+"""The MCP tools as the installer's permissions see them. Generated from the engine's table of
+actions by `python -m kael_thread_rebuild.interfaces.actions --write-role-tools PATH`; do not
+edit (tests/test_actions.py checks that it equals the table)."""
+'''
+
+
+def role_tools_text() -> str:
+    """The role's `module_utils/kael_mcp_tools.py`: standard library only (Ansible ships it to
+    the household)."""
+
+    def names(changes: bool) -> str:
+        return "".join(f"    {name!r},\n" for name in tool_names(changes))
+
+    return (f"{ROLE_TOOLS_HEADER}\n"
+            "#: Read-only tools: allowed without asking.\n"
+            f"READ_ONLY_TOOLS = (\n{names(False)})\n"
+            "#: Tools that change something: they must keep asking the human (never added to "
+            "allow).\n"
+            f"PROMPTING_TOOLS = (\n{names(True)})\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Write what is generated from the table.")
+    parser.add_argument("--write-role-tools", metavar="PATH", type=Path, required=True,
+                        help="the role's module_utils/kael_mcp_tools.py")
+    args = parser.parse_args(argv)
+    atomic_write_bytes(args.write_role_tools, role_tools_text().encode(), mode=0o644)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
