@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-import types
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from types import NoneType
+from typing import TYPE_CHECKING, Any, get_args
 
 from .. import __version__
 from ..defaults import CONFIG_ENV
@@ -27,9 +27,7 @@ EXIT_CODES = "exit codes: 0 ok, 1 refused or failed (with the reason), 2 usage o
 
 def _option_type(annotation: Any) -> Any:
     """What argparse converts an option's text with: the field's type (without `| None`)."""
-    kinds = [kind for kind in getattr(annotation, "__args__", (annotation,))
-             if kind is not type(None)] if isinstance(annotation, types.UnionType) \
-        else [annotation]
+    kinds = [kind for kind in get_args(annotation) if kind is not NoneType] or [annotation]
     return kinds[0] if kinds[0] in (int, float, Path) else None
 
 
