@@ -1,5 +1,5 @@
-"""Operation commands: request, cancel, rollback, status, history, wait, hook-stop, serve,
-recover.
+"""Operation commands: request, cancel, rollback, status, history, wait, start-failed,
+hook-stop, serve, recover.
 
 The engine is imported inside the handlers: `hook-stop` runs after every reply of the Claude Code
 session and must return fast, so its import path stays as short as the CLI allows.
@@ -151,13 +151,14 @@ def _history(config: Config, args: argparse.Namespace) -> int:
 
 def failed(op: Operation) -> bool:
     """Whether a settled operation did not do what was asked: failed, or a rebuild that fell
-    back to the old session (a requested rollback that ends rolled_back succeeded)."""
+    back to the old session, also when the pointer runner could not start the new one (a
+    requested rollback that ends rolled_back succeeded, and records no error)."""
     from ..operations.model import OperationStatus as S
 
     if op.status is S.failed:
         return True
     asked_back = any(step.to_status is S.rollback_scheduled for step in op.history)
-    return op.status is S.rolled_back and not asked_back
+    return op.status is S.rolled_back and (not asked_back or bool(op.error))
 
 
 def _wait(config: Config, args: argparse.Namespace) -> int:
@@ -179,6 +180,21 @@ def _wait(config: Config, args: argparse.Namespace) -> int:
                 f"{op.status.value}") if timed_out else ""
     _show(op, args, headline, timed_out=timed_out)
     return 1 if timed_out or failed(op) else 0
+
+
+def _start_failed(config: Config, args: argparse.Namespace) -> int:
+    from ..operations import service
+
+    op, why = service.start_failed(config, args.session, args.reason)
+    if op is None:
+        if args.json:
+            _show(None, args, changed=False, why=why)
+        else:
+            _print([f"nothing to do: {why}"])
+        return 0
+    _show(op, args, "the old session will be resumed; `wait` returns once it is", changed=True,
+          why="")
+    return 0
 
 
 # -- the Stop hook and the daemon ----------------------------------------------------------------
@@ -303,6 +319,17 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser],
     wait.add_argument("--timeout", type=float, default=DEFAULT_WAIT_SECONDS, metavar="S",
                       help=f"seconds to wait at most (default {DEFAULT_WAIT_SECONDS:g})")
     wait.set_defaults(handler=_wait)
+
+    start = add("start-failed", "the pointer runner could not start the session it switched to",
+                "For activation = \"pointer\": the runner's call on the session the latest "
+                "rebuild switched to failed before Claude Code wrote anything (its program is "
+                "missing, say). While that session never ran, schedule the switch back to the "
+                "old session (the daemon does it; `wait` returns once it did); otherwise print "
+                "why nothing changes. Exit 0 either way.")
+    start.add_argument("--session", required=True, metavar="ID",
+                       help="the session id the failed call resumed")
+    start.add_argument("--reason", required=True, help="what failed, in one line")
+    start.set_defaults(handler=_start_failed)
 
     hook = add("hook-stop", "Claude Code's Stop hook (reads its JSON on stdin)",
                "Schedule the waiting operation from Claude Code's Stop hook input on stdin, or "

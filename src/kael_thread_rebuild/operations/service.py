@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import time
 
-from ..config import Config
+from ..config import Activation, Config
 from ..defaults import MAX_REASON_CHARS
 from ..errors import Refused, UsageError
 from ..paths import shown
 from ..switching.base import SwitchBase
-from .files import confined
+from .files import confined, sha256_file
 from .model import (
     IN_FLIGHT,
     WAITING,
@@ -20,6 +20,7 @@ from .model import (
     OperationNotFound,
     OperationStatus,
     check_operation_id,
+    is_session_id,
     new_operation_id,
     utcnow,
 )
@@ -132,6 +133,49 @@ def rollback_request(config: Config, operation_id: str, confirmation: str) -> Op
             raise Refused(f"the old session's transcript {op.source_path} is gone; "
                           "nothing to roll back to")
         return store.transition(operation_id, S.rollback_pending, "rollback requested")
+
+
+def start_failed(config: Config, session_id: str, detail: str) -> tuple[Operation | None, str]:
+    """The pointer runner could not start SESSION_ID, the session the latest rebuild switched to
+    (the program is missing, the call failed before Claude Code wrote a word): schedule the
+    switch back to the old session, with no Stop to wait for since nothing runs. Returns the
+    operation and an empty string, or None and why nothing changed.
+
+    Only while that session never ran: its transcript is still the candidate as written, so
+    going back loses nothing. The pointer base learns of a failed start only here: its runner
+    starts the new session at its next call, after the operation settled.
+    """
+    if config.activation is not Activation.pointer:
+        raise Refused("only the pointer base's runner reports a failed start; the other bases "
+                      "check the start themselves")
+    if not is_session_id(session_id):
+        raise UsageError(f"'{shown(session_id)}' is not a Claude Code session id")
+    detail = " ".join(detail.split())[:MAX_REASON_CHARS] or "no detail"
+    store = _reading_store(config)
+    if store is None:
+        return None, "no operation yet"
+    with store.locked():
+        ops = store.list_operations()
+        switched = [op for op in ops if op.switched]
+        op = switched[-1] if switched else None
+        if op is None or op.status is not S.activated or op.new_session_id != session_id:
+            return None, f"no activated rebuild switched to session {session_id} last"
+        if any(other.status in IN_FLIGHT for other in ops):
+            return None, "an operation is in flight"
+        try:
+            unchanged = sha256_file(confined(config.project_dir, f"{session_id}.jsonl")) \
+                == op.candidate_sha256
+        except OSError:
+            unchanged = False
+        if not unchanged:
+            return None, f"session {session_id} has run since the switch (its transcript changed)"
+        if not op.source_path or not confined(config.project_dir, op.source_path).is_file():
+            return None, f"the old session's transcript {op.source_path} is gone"
+        store.transition(op.operation_id, S.rollback_pending, "the runner could not start the "
+                         "new session", error=f"the runner could not start session "
+                         f"{session_id}: {detail}")
+        return store.transition(op.operation_id, S.rollback_scheduled, "nothing runs: no Stop "
+                                "to wait for"), ""
 
 
 def status(config: Config, operation_id: str | None = None) -> Operation | None:
