@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shlex
 import sys
 from pathlib import Path
@@ -28,8 +27,8 @@ from ..claude_cli import (
     stop_hook_entry,
 )
 from ..config import Activation, Config
-from ..defaults import CONFIG_ENV
 from ..errors import UsageError
+from ..state_layout import config_path
 from .output import emit
 
 
@@ -45,8 +44,7 @@ class ClaudePieces(BaseModel):
 
 
 def _config_path(args: argparse.Namespace) -> str:
-    given = getattr(args, "config", None) or os.environ.get(CONFIG_ENV, "")
-    return str(Path(given).absolute())
+    return str(Path(config_path(getattr(args, "config", None)) or "").absolute())
 
 
 def _words(text: str, option: str) -> list[str]:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from .. import __version__
-from ..defaults import CONFIG_ENV
+from ..state_layout import CONFIG_ENV
 
 if TYPE_CHECKING:
     from ..conversation.scan import SecondHalf

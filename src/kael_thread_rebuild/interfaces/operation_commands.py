@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import Config
 from ..defaults import MAX_REASON_CHARS
+from ..state_layout import HOOK_LOG, OPERATIONS, WORKER_LOG
 from .output import emit
 
 if TYPE_CHECKING:
     from ..operations.model import Operation
     from ..operations.store import StrayFile
 
-HOOK_LOG = "hook.log"
 DEFAULT_WAIT_SECONDS = 600.0
 MAX_WAIT_SECONDS = 7 * 86400.0
 
@@ -239,7 +239,7 @@ def _hook_log(config: Config, message: str) -> None:
     from ..logline import append_line
 
     try:
-        append_line(config.state_dir / HOOK_LOG, message)
+        append_line(config.layout.hook_log, message)
     except OSError as exc:
         print(f"hook-stop: {message} (cannot write {HOOK_LOG}: {exc.strerror})", file=sys.stderr)
 
@@ -341,7 +341,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser],
     serve = add("serve", "the daemon that runs scheduled operations",
                 "Settle whatever a previous worker left in flight, then run scheduled "
                 "operations until SIGTERM/SIGINT. Run it outside Claude Code's process tree; "
-                "one per state dir. Logs to <state_dir>/worker.log.")
+                f"one per state dir. Logs to <state_dir>/{WORKER_LOG}.")
     serve.add_argument("--once", action="store_true",
                        help="recover and run what is ready once, then exit")
     serve.set_defaults(handler=_serve)
@@ -352,6 +352,6 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser],
                   "switched: failed, and its candidate moved out of project_dir; switched: "
                   "check which session the target runs). Refused while a daemon serves the "
                   "state dir (restarting it recovers). Prints one line per operation settled "
-                  "and per file in operations/ that is not a record. Logs to "
-                  "<state_dir>/worker.log. Not an MCP tool: it can restart the session.")
+                  f"and per file in {OPERATIONS}/ that is not a record. Logs to "
+                  f"<state_dir>/{WORKER_LOG}. Not an MCP tool: it can restart the session.")
     recover.set_defaults(handler=_recover)

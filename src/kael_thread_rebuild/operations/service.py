@@ -43,10 +43,10 @@ def _reading_store(config: Config, operation_id: str | None = None) -> Operation
     reading creates nothing. A malformed id, or any id before there is a store, is refused."""
     if operation_id is not None:
         _checked_id(operation_id)
-    for folder in (config.state_dir, config.state_dir / "operations"):
+    for folder in (config.state_dir, config.layout.operations):
         if folder.is_dir() and (problem := trust_problem(folder)):
             raise UntrustedStateDir(f"state dir not trusted: {problem}")
-    if not (config.state_dir / "operations").is_dir():
+    if not config.layout.operations.is_dir():
         if operation_id is not None:
             raise OperationNotFound(f"no operation {operation_id!r}")
         return None
