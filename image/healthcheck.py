@@ -1,9 +1,10 @@
 """The daemon container's HEALTHCHECK: healthy while some process holds the daemon's lock.
 
-`kael-thread-rebuild serve` holds an exclusive `flock` on `<state_dir>/daemon.lock` for its whole
-life. This check reads `/proc/locks` and looks for a lock on that file's inode; it never opens
-the lock file for writing nor takes the lock itself, so it cannot disturb a daemon that is
-starting. The config comes from `--config PATH` or `$KAEL_REBUILD_CONFIG`, as for the CLI.
+`kael-thread-rebuild serve` holds an exclusive `flock` on the state dir's daemon lock
+(`kael_thread_rebuild.state_layout`) for its whole life. This check reads `/proc/locks` and looks
+for a lock on that file's inode; it never opens the lock file for writing nor takes the lock
+itself, so it cannot disturb a daemon that is starting. The config comes from `--config PATH`
+or the environment, as for the CLI.
 
 Exit 0 healthy, 1 unhealthy (Docker's HEALTHCHECK contract); one line on stdout either way.
 """
@@ -18,8 +19,6 @@ from pathlib import Path
 
 from kael_thread_rebuild.config import load_config
 from kael_thread_rebuild.errors import KaelError
-
-LOCK_NAME = "daemon.lock"  # kael_thread_rebuild.daemon.LOCK_NAME, without importing the daemon
 
 
 def lock_is_held(path: Path, locks_text: str) -> bool:
@@ -50,7 +49,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KaelError as exc:
         print(f"unhealthy: {exc}")
         return 1
-    lock = config.state_dir / LOCK_NAME
+    lock = config.layout.daemon_lock
     try:
         held = lock_is_held(lock, Path("/proc/locks").read_text())
     except FileNotFoundError:

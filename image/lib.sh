@@ -39,7 +39,7 @@ kael_read_config() {
     echo "kael: the image could not read the config $config (see above)" >&2
     return 2
   }
-  KAEL_ARGS+=(-e "KAEL_REBUILD_CONFIG=$config" -e "HOME=$KAEL_HOME")
+  KAEL_ARGS+=(-e "HOME=$KAEL_HOME")  # the config's variable comes as an `env` line
   while IFS=$'\t' read -r kind path mode; do
     case "$kind" in
       instance) KAEL_INSTANCE="$path" ;;

@@ -39,6 +39,7 @@ from pathlib import Path
 from kael_thread_rebuild.config import Activation, Config, SystemdBus, load_config
 from kael_thread_rebuild.doctor import UNMOUNTED_ENV, global_state_files
 from kael_thread_rebuild.errors import KaelError
+from kael_thread_rebuild.state_layout import CONFIG_ENV
 
 PURPOSES = ("daemon", "mcp", "doctor")
 
@@ -52,6 +53,7 @@ def facts(config: Config, config_path: Path, uid: int,
         ("mount", str(config.project_dir), "ro" if reads_only else "rw"),
         ("mount", str(config.state_dir), "rw"),
         ("mount", str(config_path), "ro"),
+        ("env", f"{CONFIG_ENV}={config_path}"),  # every command in the container finds it
     ]
     # Read-only views of Claude Code's own state: the session registry (`sessions/`, which the
     # switch reads) and, for doctor, settings.json, .claude.json and the workdir's settings.

@@ -6,7 +6,7 @@
 #
 # --user defaults to the owner of the config's project dir; --name to
 # kael-thread-rebuild-<instance>. --print shows the `docker run` command instead of running it.
-# The container's environment names the config (KAEL_REBUILD_CONFIG), so every command works as
+# The container's environment names the config (kael-mounts prints the variable), so every command works as
 # `docker exec -i NAME kael-thread-rebuild COMMAND`.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"

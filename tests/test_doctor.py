@@ -25,7 +25,6 @@ from kael_thread_rebuild import __version__, claude_cli, doctor
 from kael_thread_rebuild.claude_cli import claude_arguments, flag_groups, missing_flags
 from kael_thread_rebuild.config import Config
 from kael_thread_rebuild.daemon import worker_lock
-from kael_thread_rebuild.defaults import CONFIG_ENV
 from kael_thread_rebuild.doctor import (
     CHECKS,
     HOST_FACTS_ENV,
@@ -48,6 +47,7 @@ from kael_thread_rebuild.operations.model import (
 )
 from kael_thread_rebuild.operations.store import OperationStore
 from kael_thread_rebuild.paths import MANIFEST_SUFFIX, encode_project_dir
+from kael_thread_rebuild.state_layout import CONFIG_ENV
 from kael_thread_rebuild.switching import registry
 from kael_thread_rebuild.switching.base import Identity
 from kael_thread_rebuild.switching.tmux import TmuxBase

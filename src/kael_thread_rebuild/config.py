@@ -20,9 +20,17 @@ from pydantic import (
     model_validator,
 )
 
-from .defaults import CONFIG_ENV, DEFAULT_SPEECH_TOOLS, DEFAULT_STATE_DIR
+from .defaults import DEFAULT_SPEECH_TOOLS
 from .errors import ConfigError
 from .paths import check_path_text, shown
+from .state_layout import (
+    BACKUPS,
+    CONFIG_ENV,
+    DEFAULT_STATE_DIR,
+    OPERATIONS,
+    StateLayout,
+    config_path,
+)
 
 DEFAULT_POISON_PATTERN = (
     r"(AUP|Acceptable Use|policy violation|policy blocked|refusal loop|毒上下文|中毒|拒绝循环)"
@@ -187,7 +195,8 @@ class Config(BaseModel):
         elif _is_dir(value):
             raise ValueError(f"{value} is a directory, not a file")
         if info.field_name == "state_dir" and os.path.normpath(value) == "/":
-            raise ValueError("must not be the root directory: it gets operations/ and backups/")
+            raise ValueError(f"must not be the root directory: it gets {OPERATIONS}/ and "
+                             f"{BACKUPS}/")
         return value
 
     @field_validator("tmux_target", "tmux_socket", "systemd_unit", "resume_command",
@@ -231,6 +240,11 @@ class Config(BaseModel):
         ):
             raise ValueError(f"activation {self.activation.value!r} needs resume_pointer_path")
         return self
+
+    @property
+    def layout(self) -> StateLayout:
+        """The paths of the state dir."""
+        return StateLayout(self.state_dir)
 
     @property
     def poison_regex(self) -> re.Pattern[str]:
@@ -282,8 +296,8 @@ def parse_config(data: dict[str, Any], source: str = "config") -> Config:
 def load_config(path: str | os.PathLike[str] | None) -> Config:
     """Load from PATH, or from $KAEL_REBUILD_CONFIG when PATH is None."""
     if path is None:
-        path = os.environ.get(CONFIG_ENV)
-        if not path:
+        path = config_path(None)
+        if path is None:
             problem = f"no config given: pass --config PATH or set {CONFIG_ENV}"
             raise ConfigError("config", [problem])
     file = Path(path)

@@ -31,11 +31,10 @@ from .logline import append_line
 from .operations.model import RUNNABLE, IllegalTransition, Operation, OperationStatus
 from .operations.store import FILE_MODE, OperationStore, StrayFile
 from .operations.worker import recover, run_operation
+from .state_layout import OPERATIONS
 from .switching.base import SwitchBase
 from .switching.factory import make_base
 
-LOCK_NAME = "daemon.lock"
-LOG_NAME = "worker.log"
 S = OperationStatus
 _WITH_ERROR = frozenset({S.failed, S.rolled_back})
 
@@ -140,7 +139,7 @@ class _Daemon:
         self.store = store
         self.base = base
         self.stop = stop
-        self.journal = _Journal(store, config.state_dir / LOG_NAME)
+        self.journal = _Journal(store, config.layout.worker_log)
 
     def on_step(self, name: str) -> None:
         self.journal.catch_up()
@@ -164,7 +163,7 @@ class _Daemon:
 
     def report_strays(self, strays: list[StrayFile]) -> None:
         if strays:
-            self.journal.problem(f"skipped {len(strays)} file(s) in operations/ that are not "
+            self.journal.problem(f"skipped {len(strays)} file(s) in {OPERATIONS}/ that are not "
                                  "operation records: " + "; ".join(
                                      f"{stray.name} ({stray.problem})" for stray in strays))
 
@@ -211,7 +210,7 @@ class _Daemon:
 def worker_lock(config: Config) -> FileLock:
     """Take the lock that makes this process the only worker of the state dir, or raise
     DaemonBusy. Held by the daemon for its lifetime, and by the `recover` command."""
-    lock_path = config.state_dir / LOCK_NAME
+    lock_path = config.layout.daemon_lock
     lock = FileLock(lock_path, mode=FILE_MODE)
     try:
         lock.acquire(timeout=0)

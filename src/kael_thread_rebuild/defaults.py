@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-CONFIG_ENV = "KAEL_REBUILD_CONFIG"
-DEFAULT_STATE_DIR = "~/.local/state/kael-thread-rebuild"
 DEFAULT_SPEECH_TOOLS = ("mcp__*companion*__reply", "mcp__*telegram*__reply")
 # The Stop hook's stdin is read up to this many bytes, for at most this long (it carries the
 # last reply, so it can be long; a stdin that stays open must not hold Claude's Stop).

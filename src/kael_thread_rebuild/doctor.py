@@ -18,7 +18,6 @@ import os
 import re
 import shlex
 import stat
-import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from functools import cached_property
@@ -42,11 +41,17 @@ from .claude_cli import (
 )
 from .claude_code import live as claude_live
 from .config import Activation, Config
-from .defaults import CONFIG_ENV, DEFAULT_STATE_DIR
 from .errors import KaelError
 from .operations.model import WAITING, Operation, utcnow
-from .operations.store import DIR_MODE, STORE_DIRS, OperationStore, UntrustedStateDir
+from .operations.store import DIR_MODE, OperationStore, UntrustedStateDir
 from .paths import encode_project_dir, transcripts
+from .state_layout import (
+    CONFIG_ENV,
+    STORE_DIRS,
+    StateLayout,
+    peek_config,
+    peeked_state_dir,
+)
 from .switching import registry
 from .switching.base import Identity, SwitchBase
 from .switching.factory import make_base
@@ -56,7 +61,6 @@ MCP_COMMAND = "kael-thread-rebuild-mcp"
 HOOK_COMMAND = "hook-stop"
 #: The appliance's Stop hook wrapper on the host (image/kael-hook): docker exec … hook-stop.
 HOOK_WRAPPER = "kael-hook"
-HOOK_LOG = "hook.log"
 #: How the wrapper's lines in hook.log start; the one that follows failures once it gets through.
 HOOK_WRAPPER_LINE = "hook-wrapper:"
 HOOK_WRAPPER_RECOVERED = "hook-wrapper: reached "
@@ -570,11 +574,10 @@ def _peek_config(path: str) -> tuple[str, Path] | None:
     """(instance, state_dir) of another config file, read the way the hook's fast path reads it;
     None when it cannot be read from here."""
     try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = peek_config(path)
+        return str(data.get("instance", "default")), peeked_state_dir(data)
+    except (OSError, ValueError, RuntimeError):  # RuntimeError: `~user` of no one
         return None
-    state = Path(str(data.get("state_dir", DEFAULT_STATE_DIR))).expanduser()
-    return str(data.get("instance", "default")), state
 
 
 def _serves_another_instance(facts: Facts, command: str) -> str | None:
@@ -665,7 +668,7 @@ def check_hook_delivery(facts: Facts) -> Check:
     at the first Stop that does after that; hook-stop logs `hook-stop…` for the Stops it
     records. A Stop that reached the engine and found nothing waiting leaves no line."""
     name = "hook_delivery"
-    path = facts.config.state_dir / HOOK_LOG
+    path = facts.config.layout.hook_log
     try:
         tail = _tail(path, HOOK_LOG_TAIL_BYTES)
     except FileNotFoundError:
@@ -906,7 +909,8 @@ def check_operations(facts: Facts) -> Check:
     """Reports only: settling an operation (recovery) can restart the session, so it belongs to
     the daemon's start and the `recover` command, never to doctor."""
     name, state = "operations", facts.config.state_dir
-    if not all(d.is_dir() for d in (state, state / "operations", state / "backups")):
+    layout = StateLayout(state)
+    if not all(d.is_dir() for d in (state, layout.operations, layout.backups)):
         return _ok(name, "no operation store yet")
     try:
         store = OperationStore(state)  # creates nothing: every directory it makes exists

@@ -11,9 +11,11 @@ import pytest
 
 from kael_thread_rebuild.candidate.verifier import Verification
 from kael_thread_rebuild.candidate.writer import CandidateResult, write_candidate
-from kael_thread_rebuild.config import Config
+from kael_thread_rebuild.config import Activation, Config
+from kael_thread_rebuild.errors import Refused
 from kael_thread_rebuild.operations import service, worker
 from kael_thread_rebuild.operations.model import Operation, OperationStatus
+from kael_thread_rebuild.operations.service import failed
 from kael_thread_rebuild.operations.store import OperationStore
 from kael_thread_rebuild.paths import MANIFEST_SUFFIX, transcripts
 from kael_thread_rebuild.plan import Plan
@@ -362,3 +364,40 @@ def test_only_runnable_operations_run(config: Config, store: OperationStore,
     op = service.request(config, "r", "REBUILD")
     with pytest.raises(Exception, match="only scheduled"):
         run(config, store, base, op)
+
+
+def test_a_failed_start_reported_by_the_runner_brings_the_old_session_back(
+        config: Config, store: OperationStore, base: HarnessBase, source: Path) -> None:
+    op = _activated(config, store, base)
+    new = op.new_session_id or ""
+    changed, why = service.start_failed(config, new, "claude exited\nwith status 127")
+    assert changed is not None and why == "", why
+    assert changed.status is S.rollback_scheduled
+    assert changed.error == f"the runner could not start session {new}: claude exited with " \
+                            "status 127"
+    steps: list[str] = []
+    op = run(config, store, base, changed, steps.append)
+    assert op.status is S.rolled_back and op.rollback_ok is True, op.error
+    assert op.error == changed.error + "; the old session was resumed"
+    assert steps == ["check_identity", "switch_back", "health_old", "move_candidate",
+                     "to_rolled_back"]
+    assert base.pointer() == SESSION and op.rollback_argv == [SESSION]
+    kept = config.state_dir / "candidates" / op.operation_id / f"{new}.jsonl"
+    assert op.candidate_path == str(kept) and kept.is_file()
+    assert sorted(p.name for p in config.project_dir.iterdir()) == [f"{SESSION}.jsonl"]
+    assert failed(op)  # `wait` exits 1: the rebuild fell back
+
+
+def test_a_failed_start_of_a_session_that_ran_changes_nothing(
+        config: Config, store: OperationStore, base: HarnessBase, source: Path) -> None:
+    op = _activated(config, store, base)
+    new = op.new_session_id or ""
+    other = "5e55a1d0-0000-4000-8000-00000000000f"
+    assert service.start_failed(config, other, "x") == (
+        None, f"no activated rebuild switched to session {other} last")
+    turn_ended(config, new)  # a turn of the new session: going back would lose it
+    assert service.start_failed(config, new, "x") == (
+        None, f"session {new} has run since the switch (its transcript changed)")
+    assert store.load(op.operation_id).status is S.activated and base.pointer() == new
+    with pytest.raises(Refused, match="only the pointer base's runner"):
+        service.start_failed(config.model_copy(update={"activation": Activation.tmux}), new, "x")

@@ -203,14 +203,26 @@ class Household:
 
     def install_claude_unit(self, unit: str, *, workdir: Path, pointer: Path,
                             environment: Mapping[str, str], flags: Sequence[str],
-                            user: bool = False) -> None:
+                            user: bool = False, input_fifo: Path | None = None) -> None:
         """The example unit, verbatim, with a drop-in for the drill's paths: Claude runs as root
         (or, with USER, as a user unit of the household user) in WORKDIR, with ENVIRONMENT,
-        reading POINTER, with the household FLAGS."""
+        reading POINTER, with the household FLAGS.
+
+        With INPUT_FIFO, the unit's terminal gets its keys from that FIFO: a socket unit of the
+        same name holds it open (`ListenFIFO=`) and hands it to the service as standard input,
+        which the start script's script(1) passes to Claude Code's pseudo-terminal. The FIFO
+        outlives every restart of the service, so whatever runs in the unit hears it."""
         env_lines = "".join(f"Environment={systemd_quote(f'{key}={value}')}\n"
                             for key, value in environment.items())
         words = " ".join(systemd_quote(word) for word in ["--", *flags])
         start = f"/usr/local/bin/claude-start {systemd_quote(str(pointer))} {words}"
         dropin = ("[Service]\nUser=\nGroup=\n"
                   f"WorkingDirectory={workdir}\n{env_lines}ExecStart=\nExecStart={start}\n")
+        socket = unit.removesuffix(".service") + ".socket"
+        if input_fifo is not None:
+            dropin += f"Sockets={socket}\nStandardInput=socket\n"
         self.install_unit(unit, EXAMPLE_UNIT.read_text(), dropin, user=user)
+        if input_fifo is not None:  # the service first: a socket without its service fails
+            self.install_unit(socket, f"[Socket]\nListenFIFO={input_fifo}\nSocketMode=0600\n"
+                                      "RemoveOnStop=yes\n", user=user)
+            self.systemctl("start", socket, user=user)

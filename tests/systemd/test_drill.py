@@ -9,12 +9,13 @@ unit is installed verbatim with a drop-in for the drill's paths. Runs only with 
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,13 +34,14 @@ from kael_thread_rebuild.switching.pointer import write_pointer
 from kael_thread_rebuild.switching.systemd import SystemdBase
 from tests.builder import SESSION
 from tests.guard import MARK, assert_safe_target
-from tests.operations.harness import stop_input, turn_ended, write_source
+from tests.operations.harness import SECRET, stop_input, turn_ended, write_source
 from tests.support.claude_env import (
     ClaudeEnv,
     claude_available,
     find_claude_binary,
     make_claude_env,
 )
+from tests.support.fidelity import conversation_texts, non_text_block_types
 from tests.support.standin_api import StandinAPI
 from tests.switching.sandbox import safe_config, wait_until, write_minimal_session
 
@@ -119,6 +121,17 @@ class Stage:
         except TimeoutError:
             raise AssertionError(self.household.journal(self.unit)) from None
 
+    def wait_idle(self, session_id: str) -> None:
+        """Until the unit's Claude Code says in its registry entry that SESSION_ID waits for
+        input."""
+        pid = self.base().identity().token["claude_pid"]
+
+        def idle() -> bool:
+            return any(str(entry.pid) == pid and entry.session_id == session_id
+                       and entry.status == "idle"
+                       for entry in registry.read_entries(self.claude.config_dir))
+        wait_until(idle, timeout=REGISTER_TIMEOUT, what=f"session {session_id} to be idle")
+
     def claude_argv(self) -> list[str]:
         """The argv of the unit's registered Claude Code (read in the household)."""
         registered = {entry.pid for entry in registry.read_entries(self.claude.config_dir)}
@@ -152,6 +165,7 @@ def stage(household: Household, api: StandinAPI,
         yield Stage(household, claude, unit, pointer, config)
     finally:
         household.systemctl("stop", unit, check=False)
+        household.systemctl("stop", unit.removesuffix(".service") + ".socket", check=False)
 
 
 def test_switch_and_back_over_the_mounted_bus(stage: Stage) -> None:
@@ -244,7 +258,28 @@ def test_the_worker_refuses_when_the_unit_restarted_behind_its_back(stage: Stage
     stage.wait_running(SESSION)
 
 
-def test_a_start_that_fails_restarts_the_unit_on_the_old_pointer(stage: Stage) -> None:
+def submit_on(fifo: Path, text: str, submitted: Callable[[], bool]) -> int:
+    """Type TEXT on the unit's terminal and press Enter until SUBMITTED() says Claude Code took
+    it (an Enter that arrives while it still starts up leaves the text in its input box, as it
+    would for a person, who presses Enter again); returns the number of presses."""
+    deadline = time.monotonic() + REGISTER_TIMEOUT
+    with fifo.open("wb", buffering=0) as keys:
+        keys.write(text.encode())
+        for presses in itertools.count(1):
+            time.sleep(0.3)
+            keys.write(b"\r")
+            try:
+                wait_until(submitted, timeout=5.0, what="the prompt to be submitted")
+            except TimeoutError:
+                if time.monotonic() > deadline:
+                    raise
+                continue
+            return presses
+    raise AssertionError("unreachable")
+
+
+def test_a_start_that_fails_restarts_the_unit_on_the_old_pointer(stage: Stage,
+                                                                  api: StandinAPI) -> None:
     # The start script runs CLAUDE_BIN: a link (in the test's dir, seen at the same path in the
     # household) to the household's Claude Code, missing when the new session starts.
     program = stage.pointer.parent.parent / "bin" / "claude"
@@ -252,9 +287,10 @@ def test_a_start_that_fails_restarts_the_unit_on_the_old_pointer(stage: Stage) -
     program.symlink_to(HOUSEHOLD_CLAUDE)
     environment = {**stage.claude.env, "PATH": "/usr/local/bin:/usr/bin:/bin", "USER": "root",
                    "CLAUDE_BIN": str(program)}
+    keys = stage.pointer.parent.parent / "terminal-input"
     stage.household.install_claude_unit(stage.unit, workdir=stage.claude.cwd,
                                         pointer=stage.pointer, environment=environment,
-                                        flags=FLAGS)
+                                        flags=FLAGS, input_fifo=keys)
     write_source(stage.config)
     stage.start_on(SESSION)
     base, store = stage.base(), OperationStore(stage.config.state_dir)
@@ -279,6 +315,35 @@ def test_a_start_that_fails_restarts_the_unit_on_the_old_pointer(stage: Stage) -
     assert after.running_session_id == SESSION
     assert after.token["claude_pid"] != before.token["claude_pid"]
     assert "claude-start: resuming session " + SESSION in stage.household.journal(stage.unit)
+
+    # The old session answers: a message typed on the unit's terminal reaches the resumed
+    # Claude Code, which sends the old conversation (its tool calls too: not the rebuilt one)
+    # and records the turn in the old transcript.
+    source = stage.claude.session_path(SESSION)
+    before_turn = source.read_bytes()
+    prompt = f"drill {stage.unit}: are you back?"
+    stage.wait_idle(SESSION)
+    presses = submit_on(keys, prompt, lambda: prompt in source.read_text())
+    print(f"systemd drill: Enter pressed {presses} time(s) until the old session took the prompt")
+
+    def answered() -> list[dict[str, Any]]:
+        return [body for body in api.message_bodies()
+                if conversation_texts(body)[-1:] == [("user", prompt)]]
+
+    try:
+        body, *_ = wait_until(answered, timeout=REGISTER_TIMEOUT, what="the old session to ask "
+                              "the API")
+    except TimeoutError:
+        raise AssertionError(stage.household.journal(stage.unit)) from None
+    assert conversation_texts(body)[:3] == [("user", f"hello, {SECRET}"),
+                                            ("assistant", "let me look"),
+                                            ("assistant", "I looked.")]
+    assert {"tool_use", "tool_result"} <= non_text_block_types(body)
+    wait_until(lambda: b"stand-in reply" in source.read_bytes()[len(before_turn):],
+               timeout=REGISTER_TIMEOUT, what="the answer in the old session's transcript")
+    assert source.read_bytes().startswith(before_turn)
+    assert prompt in source.read_text()
+    assert base.running_session() == SESSION
 
 
 def _client_args(config: Config, sessions: list[str]) -> str:

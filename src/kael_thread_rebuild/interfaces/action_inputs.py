@@ -78,6 +78,11 @@ class WaitInput(BaseModel):
         DEFAULT_WAIT_SECONDS
 
 
+class StartFailedInput(BaseModel):
+    session: Annotated[str, Cli("the session id the failed call resumed", metavar="ID")]
+    reason: Annotated[str, Cli("what failed, in one line")]
+
+
 class ServeInput(BaseModel):
     once: Annotated[bool, Cli("recover and run what is ready once, then exit")] = False
 

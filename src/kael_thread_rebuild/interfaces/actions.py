@@ -23,9 +23,10 @@ from ..fsutil import atomic_write_bytes
 from ..operations import service
 from ..operations.model import IN_FLIGHT, Operation
 from ..operations.service import CANCEL_WORD, REBUILD_WORD, ROLLBACK_WORD, Requested
-from ..operations.stop_hook import HOOK_LOG, record_stop_input
+from ..operations.stop_hook import record_stop_input
 from ..paths import check_path_text, resolve_transcript, shown
 from ..plan import PlanReport, build_plan
+from ..state_layout import HOOK_LOG, OPERATIONS, WORKER_LOG
 from . import formatters as show
 from .action_inputs import (
     CancelInput,
@@ -35,6 +36,7 @@ from .action_inputs import (
     RequestInput,
     RollbackInput,
     ServeInput,
+    StartFailedInput,
     StatusInput,
     TranscriptInput,
     WaitInput,
@@ -46,6 +48,7 @@ from .outcomes import (
     Found,
     History,
     OperationResult,
+    StartFailed,
     StatusResult,
     Waited,
 )
@@ -123,6 +126,11 @@ def _wait(call: Call, given: WaitInput) -> Waited:
     timed_out = not op.settled if given.operation_id else op.status in IN_FLIGHT
     return Waited(operation=op, timed_out=timed_out, failed=service.failed(op),
                   timeout=given.timeout)
+
+
+def _start_failed(call: Call, given: StartFailedInput) -> StartFailed:
+    op, why = service.start_failed(call.config, given.session, given.reason)
+    return StartFailed(operation=op, why=why)
 
 
 def _hook_stop(call: Call, given: NoInput) -> Nothing:
@@ -270,6 +278,16 @@ ACTIONS: tuple[Action[Any, Any], ...] = (
         # It blocks for minutes; the model must finish its reply instead: not an MCP tool.
         WaitInput, Waited, changes=False, run=_wait, show=show.show_waited),
     Action(
+        "start-failed", "the pointer runner could not start the session it switched to",
+        "For activation = \"pointer\": the runner's call on the session the latest rebuild "
+        "switched to failed before Claude Code wrote anything (its program is missing, say). "
+        "While that session never ran, schedule the switch back to the old session (the daemon "
+        "does it; `wait` returns once it did); otherwise print why nothing changes. Exit 0 "
+        "either way.",
+        # Only the runner calls it, on its own failed start: not an MCP tool.
+        StartFailedInput, StartFailed, changes=True, run=_start_failed,
+        show=show.show_start_failed),
+    Action(
         "hook-stop", "Claude Code's Stop hook (reads its JSON on stdin)",
         "Schedule the waiting operation from Claude Code's Stop hook input on stdin, or fail it "
         "with the reason. Prints nothing on stdout, always exits 0 and logs to "
@@ -279,7 +297,7 @@ ACTIONS: tuple[Action[Any, Any], ...] = (
         "serve", "the daemon that runs scheduled operations",
         "Settle whatever a previous worker left in flight, then run scheduled operations until "
         "SIGTERM/SIGINT. Run it outside Claude Code's process tree; one per state dir. Logs to "
-        "<state_dir>/worker.log.",
+        f"<state_dir>/{WORKER_LOG}.",
         ServeInput, Nothing, changes=True, run=_serve, show=show.show_nothing),
     Action(
         "recover", "settle what a stopped daemon left unsettled",
@@ -287,8 +305,8 @@ ACTIONS: tuple[Action[Any, Any], ...] = (
         "flight to a settled state and record the truth (nothing switched: failed, and its "
         "candidate moved out of project_dir; switched: check which session the target runs). "
         "Refused while a daemon serves the state dir (restarting it recovers). Prints one line "
-        "per operation settled and per file in operations/ that is not a record. Logs to "
-        "<state_dir>/worker.log. Not an MCP tool: it can restart the session.",
+        f"per operation settled and per file in {OPERATIONS}/ that is not a record. Logs to "
+        f"<state_dir>/{WORKER_LOG}. Not an MCP tool: it can restart the session.",
         NoInput, Recovery, changes=True, run=_recover, show=show.show_recovery),
     Action(
         "claude-pieces",

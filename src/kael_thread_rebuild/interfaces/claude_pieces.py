@@ -9,7 +9,6 @@ household wired by hand ends up as the installer would have left it.
 from __future__ import annotations
 
 import json
-import os
 import shlex
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,8 +24,8 @@ from ..claude_cli import (
     stop_hook_entry,
 )
 from ..config import Activation, Config
-from ..defaults import CONFIG_ENV
 from ..errors import UsageError
+from ..state_layout import config_path as given_config_path
 
 
 class ClaudePieces(BaseModel):
@@ -44,7 +43,7 @@ class ClaudePieces(BaseModel):
 
 def config_path(given: str | None) -> str:
     """The config file as the pieces name it: the `--config` given, else the environment's."""
-    return str(Path(given or os.environ.get(CONFIG_ENV, "")).absolute())
+    return str(Path(given_config_path(given) or "").absolute())
 
 
 def words(text: str, option: str) -> list[str]:

@@ -14,7 +14,7 @@ from types import NoneType
 from typing import TYPE_CHECKING, Any, get_args
 
 from .. import __version__
-from ..defaults import CONFIG_ENV
+from ..state_layout import CONFIG_ENV
 
 if TYPE_CHECKING:
     from ..config import Config

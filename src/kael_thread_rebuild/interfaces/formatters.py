@@ -17,7 +17,7 @@ from ..operations.service import Requested
 from ..operations.store import StrayFile
 from .action_model import Nothing
 from .claude_pieces import ClaudePieces, settings_text
-from .outcomes import CandidateSummary, Found, History, Waited
+from .outcomes import CandidateSummary, Found, History, StartFailed, Waited
 from .output import emit
 
 AFTER_STOP = "runs after the current reply of the Claude Code session ends (its Stop hook)"
@@ -136,6 +136,18 @@ def show_cancelled(op: Operation, as_json: bool) -> int:
 
 def show_rollback(op: Operation, as_json: bool) -> int:
     _operation(op, as_json, "rollback requested; it " + AFTER_STOP)
+    return 0
+
+
+def show_start_failed(result: StartFailed, as_json: bool) -> int:
+    if result.operation is None and not as_json:
+        _print([f"nothing to do: {result.why}"])
+    elif result.operation is None:
+        _operation(None, True, changed=False, why=result.why)
+    else:
+        _operation(result.operation, as_json,
+                   "the old session will be resumed; `wait` returns once it is",
+                   changed=True, why="")
     return 0
 
 

@@ -10,26 +10,17 @@ operation waits, stdin is read until EOF or a whole JSON object, within a size a
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
 import select
 import sys
 import time
-import tomllib
 from collections.abc import Sequence
-from pathlib import Path
 
-from ..defaults import CONFIG_ENV, DEFAULT_STATE_DIR, STOP_INPUT_MAX_BYTES, STOP_INPUT_SECONDS
+from ..defaults import STOP_INPUT_MAX_BYTES, STOP_INPUT_SECONDS
 from ..operations.statuses import something_waits_for_stop
-
-
-def _config_path(argv: Sequence[str]) -> str | None:
-    parser = argparse.ArgumentParser(add_help=False)
-    parser.add_argument("--config")
-    known, _ = parser.parse_known_args(argv)
-    return known.config or os.environ.get(CONFIG_ENV) or None
+from ..state_layout import StateLayout, config_path_in, peek_config, peeked_state_dir
 
 
 def _nothing_waits(config_path: str | None) -> bool:
@@ -37,9 +28,8 @@ def _nothing_waits(config_path: str | None) -> bool:
     if config_path is None:
         return False
     try:
-        data = tomllib.loads(Path(config_path).read_text(encoding="utf-8"))
-        state_dir = Path(str(data.get("state_dir", DEFAULT_STATE_DIR))).expanduser()
-        return not something_waits_for_stop(state_dir / "operations")
+        state_dir = peeked_state_dir(peek_config(config_path))
+        return not something_waits_for_stop(StateLayout(state_dir).operations)
     except (OSError, ValueError, RuntimeError):  # RuntimeError: `~user` of no one
         return False
 
@@ -77,7 +67,7 @@ def read_stop_input(limit: int = STOP_INPUT_MAX_BYTES,
 
 
 def run(argv: Sequence[str]) -> int:
-    config_path = _config_path(argv)
+    config_path = config_path_in(argv)
     if _nothing_waits(config_path):
         return 0  # stdin is not even read: nothing can hold this Stop
     raw = read_stop_input()

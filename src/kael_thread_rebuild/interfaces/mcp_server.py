@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from .. import __version__
-from ..defaults import CONFIG_ENV
 from ..errors import ConfigError
+from ..state_layout import CONFIG_ENV
 
 if TYPE_CHECKING:
     from ..config import Config

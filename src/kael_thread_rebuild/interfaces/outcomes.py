@@ -35,6 +35,13 @@ class Waited(BaseModel):
     timeout: float
 
 
+class StartFailed(BaseModel):
+    """`start-failed`: the operation switching back (None: nothing changed, and why)."""
+
+    operation: Operation | None
+    why: str
+
+
 class CandidateSummary(BaseModel):
     """`candidate`: the rebuilt session written and verified, with the plan's counts."""
 

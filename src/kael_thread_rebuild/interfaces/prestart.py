@@ -11,15 +11,15 @@ only if it read the same file with the same speech-tool patterns, and cancels it
 from __future__ import annotations
 
 import argparse
-import os
-import tomllib
 from collections.abc import Sequence
 from pathlib import Path
 
 from ..conversation.scan import SecondHalf, start_second_half
-from ..defaults import CONFIG_ENV, DEFAULT_SPEECH_TOOLS
+from ..defaults import DEFAULT_SPEECH_TOOLS
 from ..errors import KaelError
 from ..paths import locate_transcript
+from ..state_layout import config_path as named_config
+from ..state_layout import peek_config
 
 READING_COMMANDS = frozenset({"plan", "dirty", "candidate"})
 # The child starts about 0.15 s ahead of this process (its imports), worth about this many
@@ -40,11 +40,11 @@ def prestart(words: Sequence[str]) -> SecondHalf | None:
         known, _ = parser.parse_known_args(words)
     except SystemExit:
         return None
-    config_path = known.config or os.environ.get(CONFIG_ENV)
+    config_path = named_config(known.config)
     if known.command not in READING_COMMANDS or not config_path:
         return None
     try:
-        data = tomllib.loads(Path(config_path).read_text(encoding="utf-8"))
+        data = peek_config(config_path)
         project = Path(str(data["project_dir"])).expanduser()
         patterns = data.get("speech_tool_pattern", list(DEFAULT_SPEECH_TOOLS))
         if not project.is_absolute() or not isinstance(patterns, list):

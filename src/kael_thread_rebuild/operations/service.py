@@ -9,12 +9,12 @@ import time
 
 from pydantic import BaseModel
 
-from ..config import Config
+from ..config import Activation, Config
 from ..defaults import MAX_REASON_CHARS
 from ..errors import Refused, UsageError
 from ..paths import shown
 from ..switching.base import SwitchBase
-from .files import confined
+from .files import confined, sha256_file
 from .model import (
     IN_FLIGHT,
     WAITING,
@@ -22,6 +22,7 @@ from .model import (
     OperationNotFound,
     OperationStatus,
     check_operation_id,
+    is_session_id,
     new_operation_id,
     utcnow,
 )
@@ -44,10 +45,10 @@ def _reading_store(config: Config, operation_id: str | None = None) -> Operation
     reading creates nothing. A malformed id, or any id before there is a store, is refused."""
     if operation_id is not None:
         _checked_id(operation_id)
-    for folder in (config.state_dir, config.state_dir / "operations"):
+    for folder in (config.state_dir, config.layout.operations):
         if folder.is_dir() and (problem := trust_problem(folder)):
             raise UntrustedStateDir(f"state dir not trusted: {problem}")
-    if not (config.state_dir / "operations").is_dir():
+    if not config.layout.operations.is_dir():
         if operation_id is not None:
             raise OperationNotFound(f"no operation {operation_id!r}")
         return None
@@ -151,6 +152,49 @@ def rollback_request(config: Config, operation_id: str, confirmation: str) -> Op
         return store.transition(operation_id, S.rollback_pending, "rollback requested")
 
 
+def start_failed(config: Config, session_id: str, detail: str) -> tuple[Operation | None, str]:
+    """The pointer runner could not start SESSION_ID, the session the latest rebuild switched to
+    (the program is missing, the call failed before Claude Code wrote a word): schedule the
+    switch back to the old session, with no Stop to wait for since nothing runs. Returns the
+    operation and an empty string, or None and why nothing changed.
+
+    Only while that session never ran: its transcript is still the candidate as written, so
+    going back loses nothing. The pointer base learns of a failed start only here: its runner
+    starts the new session at its next call, after the operation settled.
+    """
+    if config.activation is not Activation.pointer:
+        raise Refused("only the pointer base's runner reports a failed start; the other bases "
+                      "check the start themselves")
+    if not is_session_id(session_id):
+        raise UsageError(f"'{shown(session_id)}' is not a Claude Code session id")
+    detail = " ".join(detail.split())[:MAX_REASON_CHARS] or "no detail"
+    store = _reading_store(config)
+    if store is None:
+        return None, "no operation yet"
+    with store.locked():
+        ops = store.list_operations()
+        switched = [op for op in ops if op.switched]
+        op = switched[-1] if switched else None
+        if op is None or op.status is not S.activated or op.new_session_id != session_id:
+            return None, f"no activated rebuild switched to session {session_id} last"
+        if any(other.status in IN_FLIGHT for other in ops):
+            return None, "an operation is in flight"
+        try:
+            unchanged = sha256_file(confined(config.project_dir, f"{session_id}.jsonl")) \
+                == op.candidate_sha256
+        except OSError:
+            unchanged = False
+        if not unchanged:
+            return None, f"session {session_id} has run since the switch (its transcript changed)"
+        if not op.source_path or not confined(config.project_dir, op.source_path).is_file():
+            return None, f"the old session's transcript {op.source_path} is gone"
+        store.transition(op.operation_id, S.rollback_pending, "the runner could not start the "
+                         "new session", error=f"the runner could not start session "
+                         f"{session_id}: {detail}")
+        return store.transition(op.operation_id, S.rollback_scheduled, "nothing runs: no Stop "
+                                "to wait for"), ""
+
+
 def status(config: Config, operation_id: str | None = None) -> Operation | None:
     """One operation; without an id, the one in flight, else the latest (None when none)."""
     store = _reading_store(config, operation_id)
@@ -207,11 +251,12 @@ def record_stop(config: Config, hook_input: StopHookInput,
 
 def failed(op: Operation) -> bool:
     """Whether a settled operation did not do what was asked: failed, or a rebuild that fell
-    back to the old session (a requested rollback that ends rolled_back succeeded)."""
+    back to the old session, also when the pointer runner could not start the new one (a
+    requested rollback that ends rolled_back succeeded, and records no error)."""
     if op.status is S.failed:
         return True
     asked_back = any(step.to_status is S.rollback_scheduled for step in op.history)
-    return op.status is S.rolled_back and not asked_back
+    return op.status is S.rolled_back and (not asked_back or bool(op.error))
 
 
 def wait(config: Config, operation_id: str | None, timeout: float) -> Operation | None:

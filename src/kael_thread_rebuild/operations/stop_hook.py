@@ -11,11 +11,10 @@ import sys
 
 from ..config import Config
 from ..logline import append_line
+from ..state_layout import HOOK_LOG
 from ..switching.base import SwitchBase
 from .service import record_stop
 from .stop_input import StopHookInput
-
-HOOK_LOG = "hook.log"
 
 
 def record_stop_input(config: Config, raw: bytes) -> None:
@@ -43,6 +42,6 @@ def _record(config: Config, raw: bytes) -> None:
 def hook_log(config: Config, message: str) -> None:
     """One line in `<state_dir>/hook.log`; on stderr when the log cannot be written."""
     try:
-        append_line(config.state_dir / HOOK_LOG, message)
+        append_line(config.layout.hook_log, message)
     except OSError as exc:
         print(f"hook-stop: {message} (cannot write {HOOK_LOG}: {exc.strerror})", file=sys.stderr)

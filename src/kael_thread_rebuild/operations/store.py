@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..errors import KaelError, Refused
 from ..fsutil import atomic_write_json
+from ..state_layout import OPERATIONS, StateLayout
 from .files import confined
 from .model import (
     SETTLED,
@@ -43,8 +44,6 @@ from .model import (
 from .statuses import entries, is_record_name, statuses
 
 DIR_MODE = 0o700
-#: The folders of a state dir (each 0700 like the state dir itself).
-STORE_DIRS = ("operations", "backups", "candidates")
 FILE_MODE = 0o600
 #: Records hold ids, digests, counts and a capped reason: far below this.
 MAX_RECORD_BYTES = 16 << 20
@@ -97,7 +96,7 @@ class StrayFile(BaseModel):
     problem: str
 
     def line(self) -> str:
-        return f"skipped operations/{self.name}: {self.problem}"
+        return f"skipped {OPERATIONS}/{self.name}: {self.problem}"
 
 
 @dataclass
@@ -111,14 +110,14 @@ class Scan:
 
 class OperationStore:
     def __init__(self, state_dir: Path) -> None:
-        operations, backups, candidates = STORE_DIRS
+        layout = StateLayout(state_dir)
         self.state_dir = make_private_dir(state_dir)
-        self.operations_dir = make_private_dir(state_dir / operations)
-        self.backups_dir = make_private_dir(state_dir / backups)
-        self.candidates_dir = state_dir / candidates  # created on first use
+        self.operations_dir = make_private_dir(layout.operations)
+        self.backups_dir = make_private_dir(layout.backups)
+        self.candidates_dir = layout.candidates  # created on first use
         if self.candidates_dir.exists():
             make_private_dir(self.candidates_dir)
-        self.lock_path = state_dir / "coordinator.lock"
+        self.lock_path = layout.coordinator_lock
         self._lock = FileLock(self.lock_path, mode=FILE_MODE)
 
     # -- locking -----------------------------------------------------------------------------

@@ -9,7 +9,8 @@ check_source, check_identity, check_transcripts, to_activating, switch, health,
 archive_manifest, to_activated. Falling back: switch_back, health_old, (move_candidate when the
 old session came back,) to_rolled_back | to_failed. Refusing before the switch: move_candidate,
 to_failed. A rollback: (wait_stop_recorded, wait_stable after its Stop,) check_identity,
-switch_back, health_old, to_rolled_back (failing: switch, health, to_failed).
+switch_back, health_old, (move_candidate after a failed start,) to_rolled_back (failing: switch,
+health, to_failed).
 
 A candidate that was not used leaves the project dir (Claude Code's `/resume` lists every
 transcript there) for `<state_dir>/candidates/<operation id>/`; its record says where it is.
@@ -306,10 +307,16 @@ class _Run:
                              error="rollback not performed: the target changed since activation; "
                                    "the rebuilt session still runs")
         problem = self.bring_up(self.old_id, _TO_OLD)
-        if not problem:
-            return self.move(S.rolled_back, "rolled back on request", rollback_ok=True,
-                             identity_after=read_identity(self.base), switch_target=None)
-        return self.restore_new(f"rollback failed: {problem}")
+        if problem:
+            return self.restore_new(f"rollback failed: {problem}")
+        if self.op.error:  # the pointer runner could not start the new session: it never ran
+            self.step("move_candidate")
+            return self.move(S.rolled_back, "returned to the old session", rollback_ok=True,
+                             error=f"{self.op.error}; the old session was resumed",
+                             identity_after=read_identity(self.base), switch_target=None,
+                             candidate_path=self.move_candidate_out()["candidate_path"])
+        return self.move(S.rolled_back, "rolled back on request", rollback_ok=True,
+                         identity_after=read_identity(self.base), switch_target=None)
 
     # -- shared endings ------------------------------------------------------------------------
 

@@ -12,6 +12,11 @@
 # When POINTER_FILE does not exist yet, the first call starts a new session (--session-id) and
 # the pointer is created (mode 0600) once that call succeeded.
 #
+# A call that fails before Claude Code ran (no Stop: the program is missing, say) is reported
+# with `kael-thread-rebuild start-failed`: when it was the first call on the session a rebuild
+# switched to, the engine switches the pointer back to the old session, and the prompt is run
+# again on it, so it is not lost.
+#
 # Environment:
 #   CLAUDE_BIN         the Claude Code binary (default: claude)
 #   KAEL_CMD           the kael-thread-rebuild command, split on blanks
@@ -51,33 +56,64 @@ create_pointer() {
   return 1
 }
 
-while IFS= read -r prompt; do
-  [ -n "$prompt" ] || continue
-  if [ -e "$pointer" ]; then
-    id=""
-    read -r id < "$pointer" || true
-    if ! [[ $id =~ $uuid_re ]]; then
-      log "$pointer does not hold a session id"
-      exit 1
-    fi
-    session=(--resume "$id")
-  else
-    id=$(cat /proc/sys/kernel/random/uuid)
-    session=(--session-id "$id")
+# The session id the pointer names, in $id (exit 1 when it holds anything else).
+read_pointer() {
+  id=""
+  read -r id < "$pointer" || true
+  if ! [[ $id =~ $uuid_re ]]; then
+    log "$pointer does not hold a session id"
+    exit 1
   fi
+}
 
+# One call: claude on $id (or a new session), its Stop handed on; the status in $status.
+call() {
+  local session
+  if [ "$1" = new ]; then session=(--session-id "$id"); else session=(--resume "$id"); fi
   rm -f "$KAEL_RUNNER_STOP_FILE"
-  "$claude_bin" -p "${session[@]}" --settings "$stop_settings" "$@" -- "$prompt" < /dev/null
+  "$claude_bin" -p "${session[@]}" --settings "$stop_settings" "${claude_args[@]}" \
+    -- "$prompt" < /dev/null
   status=$?
   if [ "$status" -ne 0 ]; then
     log "claude exited with status $status"
-  elif [ ! -e "$pointer" ] && ! create_pointer "$id"; then
+  elif [ "$1" = new ] && ! create_pointer "$id"; then
     log "cannot create $pointer"
     exit 1
+  fi
+}
+
+settle() {
+  "${kael[@]}" wait --timeout "$wait_timeout" < /dev/null >&2 || log "wait failed"
+}
+
+claude_args=("$@")
+while IFS= read -r prompt; do
+  [ -n "$prompt" ] || continue
+  if [ -e "$pointer" ]; then
+    read_pointer
+    call resume
+  else
+    id=$(cat /proc/sys/kernel/random/uuid)
+    call new
+  fi
+
+  # A call that failed before Claude Code ran (no Stop) on a session a rebuild just switched
+  # to: the engine switches back to the old session while the new one never ran, and the
+  # prompt goes to the session the pointer names then.
+  if [ "$status" -ne 0 ] && [ ! -s "$KAEL_RUNNER_STOP_FILE" ] && [ -e "$pointer" ]; then
+    failed=$id
+    "${kael[@]}" start-failed --session "$failed" --reason "claude exited with status $status" \
+      < /dev/null >&2 || log "start-failed failed"
+    settle
+    read_pointer
+    if [ "$id" != "$failed" ]; then
+      log "session $failed did not start; the prompt goes to session $id"
+      call resume
+    fi
   fi
 
   if [ -s "$KAEL_RUNNER_STOP_FILE" ]; then
     "${kael[@]}" hook-stop < "$KAEL_RUNNER_STOP_FILE" >&2 || log "hook-stop failed"
-    "${kael[@]}" wait --timeout "$wait_timeout" < /dev/null >&2 || log "wait failed"
+    settle
   fi
 done

@@ -1,0 +1,92 @@
+"""Where an instance keeps its state, and how its config file is found: declared once, here.
+
+Standard library only: the Stop hook's fast path, the container's healthcheck and the image
+scripts read it before (or without) importing the engine. The state dir (0700, the Claude user's)
+holds:
+
+    operations/<operation id>.json   one record per operation (0600)
+    backups/<operation id>/          the source transcript as copied before a rebuild (0700)
+    candidates/<operation id>/       the candidate of an operation that was not used (0700)
+    coordinator.lock                 the store's cross-process lock
+    daemon.lock                      held by `serve` for its whole life (the healthcheck's sign)
+    hook.log                         one line per Stop that changed something, or failed
+    worker.log                       one line per transition the daemon saw, and its own events
+
+A config is named by `--config PATH`, or else by the environment variable below. Scripts that
+run inside the image get the variable's name from `kael-mounts` (an `env` line); the host's Stop
+hook wrapper (`image/kael-hook`), which has no Python package to import, spells `hook.log`
+itself, and a test holds that copy equal to this one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tomllib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+CONFIG_ENV = "KAEL_REBUILD_CONFIG"
+DEFAULT_STATE_DIR = "~/.local/state/kael-thread-rebuild"
+
+OPERATIONS = "operations"
+BACKUPS = "backups"
+CANDIDATES = "candidates"
+COORDINATOR_LOCK = "coordinator.lock"
+DAEMON_LOCK = "daemon.lock"
+HOOK_LOG = "hook.log"
+WORKER_LOG = "worker.log"
+#: The folders of a state dir (each 0700 like the state dir itself).
+STORE_DIRS = (OPERATIONS, BACKUPS, CANDIDATES)
+
+#: StateLayout's attributes and the names they join to the root.
+_PATHS = {"operations": OPERATIONS, "backups": BACKUPS, "candidates": CANDIDATES,
+          "coordinator_lock": COORDINATOR_LOCK, "daemon_lock": DAEMON_LOCK,
+          "hook_log": HOOK_LOG, "worker_log": WORKER_LOG}
+
+
+@dataclass(frozen=True)
+class StateLayout:
+    """The paths of one state dir (ROOT)."""
+
+    root: Path
+    operations: Path = field(init=False)
+    backups: Path = field(init=False)
+    candidates: Path = field(init=False)
+    coordinator_lock: Path = field(init=False)
+    daemon_lock: Path = field(init=False)
+    hook_log: Path = field(init=False)
+    worker_log: Path = field(init=False)
+
+    def __post_init__(self) -> None:
+        for attribute, name in _PATHS.items():
+            object.__setattr__(self, attribute, self.root / name)
+
+
+def config_path(given: str | None) -> str | None:
+    """The config file: GIVEN (`--config`), else `$KAEL_REBUILD_CONFIG`; None when neither."""
+    return given or os.environ.get(CONFIG_ENV) or None
+
+
+def config_path_in(argv: Sequence[str]) -> str | None:
+    """`config_path` of a command line that has not been parsed yet (fast paths)."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--config")
+    try:
+        known, _ = parser.parse_known_args(argv)
+    except SystemExit:
+        return config_path(None)
+    return config_path(known.config)
+
+
+def peek_config(path: str) -> dict[str, Any]:
+    """The config file's TOML, unvalidated: for fast paths that must not wait for the model.
+    Raises OSError or ValueError; the engine reports a bad config properly later."""
+    return tomllib.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def peeked_state_dir(data: dict[str, Any]) -> Path:
+    """The state dir a peeked config names (RuntimeError for `~user` of no one)."""
+    return Path(str(data.get("state_dir", DEFAULT_STATE_DIR))).expanduser()
