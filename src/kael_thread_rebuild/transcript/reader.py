@@ -22,7 +22,7 @@ __all__ = ["FileDigest", "ReadStats", "dumps_line", "loads_line", "read_line", "
            "text_bytes"]
 
 READ_BUFFER = 1 << 20
-HASH_CHUNK = 4 << 20
+HASH_CHUNK = 1 << 20
 # A line longer than this is measured before it is read (see `_line_at`), and read without
 # decoding its long strings (see `skeleton`).
 LONG_LINE = 8 << 20

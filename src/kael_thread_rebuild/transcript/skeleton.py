@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from .json_text import dumps_line, loads_line, text_bytes
 
 BIG_STRING = 1 << 20
 DECODE_CHUNK = 256 << 10
+SCAN_WINDOW = 1 << 20
 _QUOTE, _BACKSLASH = 0x22, 0x5C
 # Where a string body may be cut: no backslash in the 6 bytes before (so not inside an escape,
 # and not between the two escapes of a surrogate pair) and not before a UTF-8 continuation byte.
@@ -55,33 +56,37 @@ class BigText:
         return text
 
 
-def _closing_quote(raw: bytes | bytearray, start: int) -> int:
-    """The offset of the quote that ends the string whose body starts at START, or -1."""
-    find = raw.find
-    position = start
-    while (quote := find(b'"', position)) >= 0:
-        back = quote
-        while raw[back - 1] == _BACKSLASH:
-            back -= 1
-        if (quote - back) % 2 == 0:
-            return quote
-        position = quote + 1
-    return -1
+def _quotes(raw: bytes | bytearray) -> Iterator[int]:
+    """The offsets of the quotes that open or close a string, in order: escaped backslashes
+    and escaped quotes are blanked out a window at a time (a window never ends inside a run of
+    backslashes, so every escape is whole in one window), and every quote left is one."""
+    size = len(raw)
+    start = 0
+    while start < size:
+        end = min(start + SCAN_WINDOW, size)
+        while end < size and raw[end - 1] == _BACKSLASH:
+            end += 1
+        window = raw[start:end].replace(b"\\\\", b"__").replace(b'\\"', b"__")
+        find = window.find
+        position = 0
+        while (quote := find(b'"', position)) >= 0:
+            yield start + quote
+            position = quote + 1
+        start = end
 
 
 def _big_spans(raw: bytes | bytearray) -> list[tuple[int, int]]:
     """(start, end) of the body of every string value of at least BIG_STRING bytes (keys are
-    left alone). Raises ValueError when a string never ends."""
+    left alone). Raises ValueError when a string never ends. (In a line that is not JSON the
+    spans may be wrong; then the skeleton or a span does not parse.)"""
     spans: list[tuple[int, int]] = []
-    find = raw.find
-    position = 0
-    while (quote := find(b'"', position)) >= 0:
-        end = _closing_quote(raw, quote + 1)
-        if end < 0:
+    quotes = _quotes(raw)
+    for opening in quotes:
+        closing = next(quotes, -1)
+        if closing < 0:
             raise ValueError("a string does not end")
-        position = end + 1
-        if end - quote - 1 >= BIG_STRING and not _is_key(raw, position):
-            spans.append((quote + 1, end))
+        if closing - opening - 1 >= BIG_STRING and not _is_key(raw, closing + 1):
+            spans.append((opening + 1, closing))
     return spans
 
 
