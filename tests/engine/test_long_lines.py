@@ -9,10 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kael_thread_rebuild.config import Config
 from kael_thread_rebuild.plan import build_plan
 from kael_thread_rebuild.transcript import reader, skeleton
+from kael_thread_rebuild.transcript.json_text import dumps_line, loads_line, text_bytes
 from tests.builder import TranscriptBuilder
 from tests.conftest import ConfigFactory
 from tests.engine.helpers import carried, source_path
@@ -108,3 +111,45 @@ def test_long_lines_plan_as_a_whole_parse_does(make_config: ConfigFactory,
     monkeypatch.setattr(skeleton, "BIG_STRING", 8)
     monkeypatch.setattr(skeleton, "DECODE_CHUNK", 16)
     assert _planned(config, path) == whole
+
+
+_TEXT = st.text(st.one_of(st.characters(codec="utf-8"), st.sampled_from(
+    ["\\", '"', "\n", "\x00", "\x1f", "\ud83d", "\ude00", "😀", "雪", "é", "/"])), max_size=60)
+_VALUE = st.recursive(st.one_of(_TEXT, st.integers(-(2**63), 2**63 - 1), st.none(),
+                                st.booleans()),
+                      lambda inner: st.one_of(st.lists(inner, max_size=4),
+                                              st.dictionaries(_TEXT, inner, max_size=4)),
+                      max_leaves=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=st.dictionaries(_TEXT, _VALUE, max_size=5), big=st.integers(1, 12),
+       chunk=st.integers(1, 24))
+def test_a_line_read_by_its_skeleton_is_the_line(tmp_path_factory: pytest.TempPathFactory,
+                                                 value: dict[str, Any], big: int,
+                                                 chunk: int) -> None:
+    """Any JSON object, as Node writes it (lone surrogates as escapes), with every string of
+    BIG bytes or more cut out and decoded CHUNK bytes at a time: the same value, and each long
+    string measured as a whole parse measures it."""
+    raw = dumps_line(value)
+    path = tmp_path_factory.mktemp("line") / "line.json"
+    path.write_bytes(raw)
+    with pytest.MonkeyPatch.context() as patch, path.open("rb") as handle:
+        patch.setattr(skeleton, "BIG_STRING", big)
+        patch.setattr(skeleton, "DECODE_CHUNK", chunk)
+        read = skeleton.loads_long_line(raw, handle.fileno(), 0)
+        assert skeleton.json_size(read) == len(raw)
+        bigs: list[skeleton.BigText] = []
+
+        def note(item: Any) -> Any:
+            if isinstance(item, skeleton.BigText):
+                bigs.append(item)
+            return item
+
+        skeleton._swap_leaves(read, note)
+        assert bigs or not any(isinstance(v, str) and len(v) >= big for v in value.values())
+        for text in bigs:
+            decoded = text.text()
+            assert text.utf8_bytes == len(text_bytes(decoded))
+            assert text.json_bytes == len(dumps_line(decoded))
+        assert skeleton.materialize(read) == loads_line(raw) == value
