@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Peak memory of `plan` and `candidate` (whole process tree) against a read-only floor.
 
-Two sessions are generated (or reused from --cache-dir) by `gen_transcript.py`:
+Sessions are generated (or reused from --cache-dir) by `gen_transcript.py`:
 
 - chat: --messages short messages (default 1,000,000), a user prompt and an answer in turn;
-- single line: one turn whose command output is one line of --line-mb MiB (default 500).
+- single line: one turn whose command output is one line of --line-mb MiB (default 500);
+- realistic: a long tool-using session of each size in --sizes MiB (default none; the issue's
+  figures are 200, 1024 and 4096), as `bench_plan.py` generates it.
 
 On each, three commands run one after the other, each in a fresh child process:
 
@@ -16,7 +18,8 @@ The peak of the process tree is the highest sum, over the command and every proc
 of their resident set sizes, sampled every 5 ms from /proc (pages a forked reader shares with
 its parent count twice: the figure errs high). Wall time is from spawn to exit. Targets (spec
 §3, issue 8): on the chat, plan and candidate below --max-mib (200); on the single line, no more
-than the line's size plus --line-extra-mib (100). Exit status 0 when every target passes, 1
+than the line's size plus --line-extra-mib (100); on the realistic sessions (issue 11), below
+--realistic-max-mib (100). Exit status 0 when every target passes, 1
 otherwise. This is a benchmark, not a test: run it by hand; it takes minutes.
 
 Usage: .venv/bin/python benchmarks/bench_memory.py [--messages 1000000] [--line-mb 500]
@@ -32,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,7 +44,12 @@ import orjson
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from bench_plan import default_cli, generator_digest, warm_cache  # noqa: E402
+from bench_plan import (  # noqa: E402
+    default_cli,
+    ensure_transcript,
+    generator_digest,
+    warm_cache,
+)
 from gen_transcript import generate_shape  # noqa: E402
 
 MIB = 1024 * 1024
@@ -154,6 +163,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--cache-dir", type=Path, help="generate into DIR and reuse files there")
     parser.add_argument("--max-mib", type=float, default=200.0)
     parser.add_argument("--line-extra-mib", type=float, default=100.0)
+    parser.add_argument("--sizes", default="", help="realistic sessions: sizes in MiB, comma-"
+                        "separated (e.g. 200,1024,4096); each is deleted after its run unless "
+                        "--cache-dir is given")
+    parser.add_argument("--realistic-max-mib", type=float, default=100.0)
+    parser.add_argument("--skip-chat", action="store_true")
+    parser.add_argument("--skip-line", action="store_true")
     parser.add_argument("--timeout", type=float, default=1800.0)
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     return parser.parse_args(argv)
@@ -169,24 +184,34 @@ def main(argv: list[str] | None = None) -> int:
     config.write_text(f"project_dir = {orjson.dumps(str(data_dir)).decode()}\n"
                       f"state_dir = {orjson.dumps(str(work / 'state')).decode()}\n")
     cli = default_cli()
-    sessions = [
-        ("chat", args.messages, lambda size: args.max_mib * MIB),
-        ("single-line", args.line_mb * MIB, lambda size: size + args.line_extra_mib * MIB),
-    ]
+    sessions: list[tuple[str, float, Callable[[int], float]]] = []
+    if not args.skip_chat:
+        sessions.append(("chat", args.messages, lambda size: args.max_mib * MIB))
+    if not args.skip_line:
+        sessions.append(("single-line", args.line_mb * MIB,
+                         lambda size: size + args.line_extra_mib * MIB))
+    sessions += [("realistic", float(size), lambda size: args.realistic_max_mib * MIB)
+                 for size in args.sizes.split(",") if size.strip()]
     figures: list[dict[str, object]] = []
     failed = False
     try:
         for shape, amount, limit_of in sessions:
-            path = ensure(data_dir, shape, amount, args.seed)
+            if shape == "realistic":
+                path, _ = ensure_transcript(data_dir, amount, args.seed, "first-turn")
+            else:
+                path = ensure(data_dir, shape, int(amount), args.seed)
             size = path.stat().st_size
             limit = limit_of(size)
             runs = run_session(path, cli, config, work, args.timeout)
+            if shape == "realistic" and args.cache_dir is None:
+                path.unlink()  # a 4 GiB file must not wait for the others
             floor = runs[0]
             for run in runs:
                 passed = run.returncode == 0 and (run is floor or run.peak_bytes <= limit)
                 failed = failed or not passed
                 figures.append({
-                    "session": shape, "file_mib": round(size / MIB, 1), "command": run.label,
+                    "session": shape if shape != "realistic" else f"realistic {amount:g}",
+                    "file_mib": round(size / MIB, 1), "command": run.label,
                     "seconds": round(run.seconds, 2), "peak_mib": round(run.mib, 1),
                     "vs_floor": round(run.peak_bytes / floor.peak_bytes, 2),
                     "limit_mib": None if run is floor else round(limit / MIB, 1),

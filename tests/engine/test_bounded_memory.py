@@ -68,7 +68,9 @@ def test_verification_reports_unreadable_files_instead_of_raising(make_config: C
 def test_a_plan_keeps_a_few_bytes_per_message(make_config: ConfigFactory) -> None:
     """A million-message session must plan in 200 MiB (issue 8): one Python object per record
     (uuid strings, dicts, tuples, hex digests) costs over a kilobyte a message; flat arrays
-    cost a few hundred bytes."""
+    cost about 140 bytes (counts in two bytes until one needs more, row maps that are the
+    identity until a uuid comes twice). The peak includes the reader's and the digest's
+    buffers (5 MiB, 170 bytes a message at this size)."""
     config = make_config()
     messages = 30_000
     builder = _chat(messages)
@@ -83,7 +85,7 @@ def test_a_plan_keeps_a_few_bytes_per_message(make_config: ConfigFactory) -> Non
     assert plan.report.selected_turns == messages // 2
     per_message = peak / messages
     assert per_message < 400, f"build_plan peaked at {per_message:.0f} bytes a message"
-    assert held / messages < 300, f"the plan holds {held / messages:.0f} bytes a message"
+    assert held / messages < 150, f"the plan holds {held / messages:.0f} bytes a message"
 
 
 def test_a_line_of_many_megabytes_is_read_whole_and_a_torn_one_flagged(
@@ -111,12 +113,12 @@ def test_a_line_of_many_megabytes_is_read_whole_and_a_torn_one_flagged(
 
 
 def test_speech_counts_widen_past_two_gigabytes() -> None:
-    """Counts are kept in 32 bits until a line of over 2 GiB needs 64 (a merged reader too)."""
+    """Counts are kept in 16 bits until one needs more, then in 64 (a merged reader too)."""
     said = (Speech(Role.user, "hello", Origin.terminal),)
     first, huge = SpeechStore(), SpeechStore()
     first.add(0, None, float("nan"), 0, 100, said)
     huge.add(0, None, float("nan"), 100, 3 << 30, said)
-    assert huge.lengths.typecode == "q" and first.lengths.typecode == "i"
+    assert huge.lengths.typecode == "q" and first.lengths.typecode == "H"
     first.absorb(huge, 1)
     assert list(first.lengths) == [100, 3 << 30]
     assert list(first.utf8_bytes) == [5, 5] and list(first.rows) == [0, 1]

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from pydantic import BaseModel, ValidationError
 
-from ..conversation.records import MARKER, unwrap_snapshot
+from ..conversation.records import MARKER, unwrap_snapshot, words_match
 from ..transcript.reader import loads_line, text_bytes
 from .manifest import (
     ItemKind,
@@ -158,8 +158,7 @@ def verify_candidate(candidate: Path, manifest_path: Path,
                 items += 1
                 if entry.kind in (ItemKind.speech, ItemKind.compact_summary):
                     carried += 1
-                    if expected is not None and next(expected, None) != (
-                            entry.source_uuid, entry.source_sha256):
+                    if expected is not None and not _same_speech(next(expected, None), entry):
                         errors.append("the carried items differ from the plan's selected "
                                       "speech (order or digest)")
                         expected = None
@@ -208,8 +207,14 @@ def _counts(header: ManifestHeader, carried: int) -> list[str]:
     return problems
 
 
-def _plan_speech(plan: Plan | None) -> Iterator[tuple[str | None, str | None]] | None:
+def _plan_speech(plan: Plan | None) -> Iterator[tuple[str, str]] | None:
     """The plan's selected speech, (source uuid, digest) in order: what must be carried."""
     if plan is None:
         return None
-    return ((item.source_uuid, item.sha256) for turn in plan.turns for item in turn.items)
+    return ((item.source_uuid, item.digest) for turn in plan.turns for item in turn.items)
+
+
+def _same_speech(planned: tuple[str, str] | None, entry: ManifestItem) -> bool:
+    """Whether manifest ENTRY is the PLANNED speech item (its uuid, its words' digest)."""
+    return (planned is not None and entry.source_uuid == planned[0]
+            and words_match(entry.source_sha256 or "", planned[1]))

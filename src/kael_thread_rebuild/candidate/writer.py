@@ -165,13 +165,17 @@ def iter_records(plan: Plan, config: Config, session_id: str,
             prefix = _stamp(item.source_timestamp) if config.stamp_turns and index == 0 else None
             if prefix:
                 marker["stampPrefix"] = prefix
-            yield builder.make(Role.user, (prefix or "") + next(words), kind, item=item,
-                               turn=number, source_sha256=item.sha256,
-                               carried_sha256=item.sha256, marker=marker)
+            text = next(words)
+            digest = _sha(text)  # the plan keeps only the start of it
+            yield builder.make(Role.user, (prefix or "") + text, kind, item=item,
+                               turn=number, source_sha256=digest,
+                               carried_sha256=digest, marker=marker)
         for item in turn.assistant:
-            yield builder.make(Role.assistant, next(words), ItemKind.speech, item=item,
-                               turn=number, source_sha256=item.sha256,
-                               carried_sha256=item.sha256,
+            text = next(words)
+            digest = _sha(text)
+            yield builder.make(Role.assistant, text, ItemKind.speech, item=item,
+                               turn=number, source_sha256=digest,
+                               carried_sha256=digest,
                                marker={"origin": item.origin.value,
                                        "sourceUuid": item.source_uuid},
                                message_id=message_id)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from array import array
 
+from .arrays import append_wide
+
 EMPTY = -1
 _MIN_SLOTS = 1 << 10
 
@@ -21,7 +23,7 @@ class Interner:
 
     def __init__(self) -> None:
         self.blob = bytearray()
-        self.ends = array("q", [0])
+        self.ends = array("i", [0])  # 64-bit once the keys pass 2 GiB
         self.slots = array("i", [EMPTY]) * _MIN_SLOTS
         self.mask = _MIN_SLOTS - 1
 
@@ -45,7 +47,7 @@ class Interner:
             return code
         code = len(self.ends) - 1
         self.blob += key
-        self.ends.append(len(self.blob))
+        self.ends = append_wide(self.ends, len(self.blob))
         slots[slot] = code
         if 2 * (code + 1) > len(slots):
             self._grow()

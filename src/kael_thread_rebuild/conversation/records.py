@@ -19,13 +19,17 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from ..transcript.reader import dumps_line, text_bytes
+from ..transcript import reader
+from ..transcript.reader import text_bytes
+from ..transcript.skeleton import BigText, json_size
+from .arrays import IdentityArray, append_wide, extend_wide, narrow
 from .injected import (
     is_channel_message,
     is_interrupted_marker,
     strip_injected,
     strip_injected_content,
 )
+from .measured import settle
 from .table import BOUNDARY, KINDS, SIDECHAIN, TOOL_RESULT, Kind, RecordTable
 from .tokens import count_cjk
 
@@ -82,10 +86,15 @@ ROLES = tuple(Role)
 ORIGINS = tuple(Origin)
 _ROLE_INDEX = {role: index for index, role in enumerate(ROLES)}
 _ORIGIN_INDEX = {origin: index for index, origin in enumerate(ORIGINS)}
-DIGEST_BYTES = 32
+DIGEST_BYTES = 8
 USER_ROLE = _ROLE_INDEX[Role.user]
 NO_TIME, CANONICAL_TIME, OTHER_TIME = 0, 1, 2
-INT32_MAX = (1 << 31) - 1
+
+
+def words_match(sha256: str, digest: str) -> bool:
+    """Whether words whose SHA-256 is SHA256 (hex) are those a `SpeechStore` digest was taken
+    of."""
+    return sha256.startswith(digest)
 
 
 def canonical_time(epoch_ms: float) -> str | None:
@@ -106,35 +115,34 @@ class SpeechStore:
     checked against the digest) only when a candidate is written.
 
     Per record that speaks (file order): its table row, line offset and size, its timestamp, and
-    where its items start. Per item: role and origin (one byte), SHA-256 (32 raw bytes), UTF-8
-    bytes, characters and CJK characters, and the record it belongs to.
+    where its items start (most records say one thing: item i is record i's until one says
+    more). Per item: role and origin (one byte), the first DIGEST_BYTES of the SHA-256 of its
+    words (enough to tell that the file changed; the full digest is taken again from the words
+    read back), UTF-8 bytes, characters and CJK characters. Sizes and counts take two bytes
+    each until one needs more.
     """
 
     rows: array[int] = field(default_factory=lambda: array("i"))
     offsets: array[int] = field(default_factory=lambda: array("q"))
-    lengths: array[int] = field(default_factory=lambda: array("i"))
-    first_items: array[int] = field(default_factory=lambda: array("i"))
+    lengths: array[int] = field(default_factory=narrow)
+    first_items: IdentityArray = field(default_factory=IdentityArray)
     # NO_TIME, or CANONICAL_TIME when the timestamp is the one `canonical_time` writes for the
     # record's time in the table (as Claude Code writes them), or OTHER_TIME: in `other_times`.
     timed: bytearray = field(default_factory=bytearray)
     other_times: dict[int, str] = field(default_factory=dict)
     kinds: bytearray = field(default_factory=bytearray)
     digests: bytearray = field(default_factory=bytearray)
-    # 32-bit until a text or a line needs more (see `_widen`).
-    utf8_bytes: array[int] = field(default_factory=lambda: array("i"))
-    chars: array[int] = field(default_factory=lambda: array("i"))
-    cjk: array[int] = field(default_factory=lambda: array("i"))
-    owners: array[int] = field(default_factory=lambda: array("i"))
+    utf8_bytes: array[int] = field(default_factory=narrow)
+    chars: array[int] = field(default_factory=narrow)
+    cjk: array[int] = field(default_factory=narrow)
 
     def add(self, row: int, timestamp: str | None, epoch_ms: float, offset: int, length: int,
             speech: tuple[Speech, ...]) -> None:
         owner = len(self.rows)
-        if length > INT32_MAX:
-            self._widen()
         self.rows.append(row)
         self.offsets.append(offset)
-        self.lengths.append(length)
-        self.first_items.append(len(self.owners))
+        self.lengths = append_wide(self.lengths, length)
+        self.first_items.append(len(self.kinds))
         if timestamp is None:
             self.timed.append(NO_TIME)
         elif timestamp == canonical_time(epoch_ms):
@@ -145,20 +153,20 @@ class SpeechStore:
         for said in speech:
             data = text_bytes(said.text)
             self.kinds.append(_ROLE_INDEX[said.role] << 4 | _ORIGIN_INDEX[said.origin])
-            self.digests += hashlib.sha256(data).digest()
-            self.utf8_bytes.append(len(data))
-            self.chars.append(len(said.text))
-            self.cjk.append(count_cjk(said.text))
-            self.owners.append(owner)
+            self.digests += hashlib.sha256(data).digest()[:DIGEST_BYTES]
+            self.utf8_bytes = append_wide(self.utf8_bytes, len(data))
+            self.chars = append_wide(self.chars, len(said.text))
+            self.cjk = append_wide(self.cjk, count_cjk(said.text))
 
     def __len__(self) -> int:
         return len(self.rows)
 
-    def _widen(self) -> None:
-        """64-bit counts: a text of over 2 GiB (it fits in a line of over 2 GiB)."""
-        if self.lengths.typecode == "i":
-            self.lengths, self.utf8_bytes = array("q", self.lengths), array("q", self.utf8_bytes)
-            self.chars, self.cjk = array("q", self.chars), array("q", self.cjk)
+    def owner_of(self, item: int) -> int:
+        """The speaking record ITEM belongs to."""
+        firsts = self.first_items
+        if firsts.values is None:  # one item a record, but the last may have more
+            return min(item, len(firsts) - 1)
+        return bisect.bisect_right(firsts.values, item) - 1
 
     def index_of(self, row: int) -> int:
         """The speaking record at table row ROW, or -1 (rows are stored in increasing order)."""
@@ -166,7 +174,7 @@ class SpeechStore:
         return index if index < len(self.rows) and self.rows[index] == row else -1
 
     def item_range(self, index: int) -> range:
-        end = self.first_items[index + 1] if index + 1 < len(self.rows) else len(self.owners)
+        end = self.first_items[index + 1] if index + 1 < len(self.rows) else len(self.kinds)
         return range(self.first_items[index], end)
 
     def role(self, item: int) -> Role:
@@ -175,7 +183,8 @@ class SpeechStore:
     def origin(self, item: int) -> Origin:
         return ORIGINS[self.kinds[item] & 15]
 
-    def sha256(self, item: int) -> str:
+    def digest(self, item: int) -> str:
+        """The start of the SHA-256 of ITEM's words, as hex (see `words_match`)."""
         return self.digests[item * DIGEST_BYTES:(item + 1) * DIGEST_BYTES].hex()
 
     def timestamp(self, index: int, epoch_ms: float) -> str | None:
@@ -187,22 +196,20 @@ class SpeechStore:
 
     def absorb(self, later: SpeechStore, row_offset: int) -> None:
         """Append the store of the byte range read right after this one."""
-        owner_offset, item_offset = len(self.rows), len(self.owners)
+        owner_offset, item_offset = len(self.rows), len(self.kinds)
         self.rows.extend(row + row_offset for row in later.rows)
         self.offsets.extend(later.offsets)
-        if later.lengths.typecode != self.lengths.typecode:
-            self._widen()
-        self.lengths.extend(iter(later.lengths))
-        self.first_items.extend(first + item_offset for first in later.first_items)
+        self.lengths = extend_wide(self.lengths, later.lengths)
+        for first in later.first_items:
+            self.first_items.append(first + item_offset)
         self.timed += later.timed
         self.other_times.update((owner + owner_offset, timestamp)
                                 for owner, timestamp in later.other_times.items())
         self.kinds += later.kinds
         self.digests += later.digests
-        self.utf8_bytes.extend(iter(later.utf8_bytes))
-        self.chars.extend(iter(later.chars))
-        self.cjk.extend(iter(later.cjk))
-        self.owners.extend(owner + owner_offset for owner in later.owners)
+        self.utf8_bytes = extend_wide(self.utf8_bytes, later.utf8_bytes)
+        self.chars = extend_wide(self.chars, later.chars)
+        self.cjk = extend_wide(self.cjk, later.cjk)
 
 
 @dataclass(slots=True, frozen=True)
@@ -242,7 +249,9 @@ def _size(value: Any) -> int:
         return len(value) if value.isascii() else len(text_bytes(value))  # isascii() is O(1)
     if value is None:
         return 0
-    return len(dumps_line(value))
+    if type(value) is BigText:
+        return value.utf8_bytes
+    return json_size(value)
 
 
 def _text_of(content: Any) -> str:
@@ -313,6 +322,8 @@ class Classifier:
 
     def classify(self, line: int, record: dict[str, Any], size: int, offset: int,
                  tally: MutableMapping[str, int]) -> None:
+        if size > reader.LONG_LINE:
+            settle(record, self.speech_tools)
         uuid = record.get("uuid")
         if record.get("type") in _SPEECH_TYPES and impossible_shape(record) is not None:
             self.impossible_lines.append(line)

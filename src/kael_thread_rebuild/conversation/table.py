@@ -13,6 +13,7 @@ from datetime import datetime
 from enum import IntEnum
 
 from ..transcript.reader import text_bytes
+from .arrays import IdentityArray, append_wide, extend_wide
 from .interner import EMPTY, Interner
 
 NO_PARENT = -1
@@ -76,15 +77,16 @@ def uuid_text(key: bytes) -> str:
 
 @dataclass(slots=True)
 class RecordTable:
-    # Uuids interned to codes; each row's code, and the row that now holds each code.
+    # Uuids interned to codes; each row's code, and the row that now holds each code (both the
+    # row itself until a uuid comes twice).
     uuids: Interner = field(default_factory=Interner)
-    row_codes: array[int] = field(default_factory=lambda: array("i"))
-    code_rows: array[int] = field(default_factory=lambda: array("i"))
+    row_codes: IdentityArray = field(default_factory=IdentityArray)
+    code_rows: IdentityArray = field(default_factory=IdentityArray)
     kinds: bytearray = field(default_factory=bytearray)
     flags: bytearray = field(default_factory=bytearray)
     parents: array[int] = field(default_factory=lambda: array("i"))
     times: array[float] = field(default_factory=lambda: array("d"))
-    lines: array[int] = field(default_factory=lambda: array("q"))
+    lines: array[int] = field(default_factory=lambda: array("i"))  # 64-bit past 2**31 lines
     messages: array[int] = field(default_factory=lambda: array("i"))
     message_ids: Interner = field(default_factory=Interner)
     # The rows of each API message, in file order: parallel tool calls leave some of them off
@@ -118,7 +120,7 @@ class RecordTable:
             self.parents.append(NO_PARENT)
         self.last_uuid = uuid
         self.times.append(epoch_ms(timestamp))
-        self.lines.append(line)
+        self.lines = append_wide(self.lines, line)
         if isinstance(message_id, str):
             code = self.message_ids.add(key_of(message_id))
             self._note_message(code, row)
@@ -196,7 +198,7 @@ class RecordTable:
         self.flags.extend(later.flags)
         self.parents.extend(p + offset if p >= 0 else p for p in later.parents)
         self.times.extend(later.times)
-        self.lines.extend(line + line_offset for line in later.lines)
+        self.lines = extend_wide(self.lines, (line + line_offset for line in later.lines))
         uuid_codes = array("i", (self.uuids.add(later.uuids.key(code))
                                  for code in range(len(later.uuids))))
         for row, code in enumerate(later.row_codes):

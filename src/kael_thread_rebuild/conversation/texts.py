@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..transcript.reader import read_line, text_bytes
-from .records import Classifier, SpeechToolMatcher
+from .records import Classifier, SpeechToolMatcher, words_match
 from .turns import Item
 
 
@@ -33,7 +33,7 @@ def iter_texts(path: Path, items: Iterable[Item],
                     del record
                     offset = item.offset
                 text = said[item.slot] if item.slot < len(said) else ""
-                if hashlib.sha256(text_bytes(text)).hexdigest() != item.sha256:
+                if not words_match(hashlib.sha256(text_bytes(text)).hexdigest(), item.digest):
                     raise InputError(f"{path} changed at line {item.source_line} after it was "
                                      "planned; plan again")
                 yield text

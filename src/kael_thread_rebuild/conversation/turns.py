@@ -20,14 +20,15 @@ from .table import RecordTable
 
 class Item(NamedTuple):
     """One speech item of the plan. Its words are not held: `texts.read_texts` reads them from
-    the source line at OFFSET (item SLOT of that record) and checks them against SHA256."""
+    the source line at OFFSET (item SLOT of that record) and checks them against DIGEST (the
+    start of their SHA-256, `records.words_match`)."""
 
     role: Role
     origin: Origin
     source_uuid: str
     source_line: int
     source_timestamp: str | None
-    sha256: str
+    digest: str
     utf8_bytes: int
     chars: int
     cjk: int
@@ -47,11 +48,11 @@ class BranchItems:
     def item(self, position: int) -> Item:
         store = self.store
         index = self.order[position]
-        owner = store.owners[index]
+        owner = store.owner_of(index)
         row = store.rows[owner]
         return Item(store.role(index), store.origin(index), self.table.uuid_of(row),
                     self.table.lines[row], store.timestamp(owner, self.table.times[row]),
-                    store.sha256(index),
+                    store.digest(index),
                     store.utf8_bytes[index], store.chars[index], store.cjk[index],
                     store.offsets[owner], store.lengths[owner], index - store.first_items[owner])
 
@@ -66,7 +67,7 @@ class BranchItems:
             total += store.utf8_bytes[index]
             chars = store.chars[index]
             if chars >= longest[0]:
-                line = lines[store.rows[store.owners[index]]]
+                line = lines[store.rows[store.owner_of(index)]]
                 longest = max(longest, (chars, line))
         return by_origin, total, longest
 

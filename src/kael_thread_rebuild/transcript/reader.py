@@ -7,10 +7,7 @@ Reading works on byte ranges so that a large file can be read by two processes a
 from __future__ import annotations
 
 import hashlib
-import json
-import math
 import os
-import re
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -18,62 +15,17 @@ from typing import Any, BinaryIO
 
 import orjson
 
+from .json_text import dumps_line, loads_line, loads_with_surrogates, text_bytes
+from .skeleton import loads_long_line
+
+__all__ = ["FileDigest", "ReadStats", "dumps_line", "loads_line", "read_line", "read_records",
+           "text_bytes"]
+
 READ_BUFFER = 1 << 20
-HASH_CHUNK = 4 << 20
-# A line longer than this is measured before it is read (see `_line_at`).
+HASH_CHUNK = 1 << 20
+# A line longer than this is measured before it is read (see `_line_at`), and read without
+# decoding its long strings (see `skeleton`).
 LONG_LINE = 8 << 20
-# A `\uD800`-`\uDFFF` escape: Node's JSON.stringify writes one for a lone surrogate (a string cut
-# inside a surrogate pair); orjson refuses those, the standard library reads them.
-_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
-
-
-def _finite(text: str) -> float:
-    number = float(text)
-    if not math.isfinite(number):
-        raise ValueError(f"number {text} is out of range")
-    return number
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def loads_line(raw: bytes) -> Any:
-    """One JSON value, read the way Node writes it: orjson, and for the rare line that holds
-    a lone surrogate escape (which orjson refuses), the standard library with the same limits
-    (strict UTF-8, no NaN or Infinity). Raises ValueError when the line is not JSON."""
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return _loads_with_surrogates(raw)
-
-
-def _loads_with_surrogates(raw: bytes | bytearray) -> Any:
-    """The fallback of `loads_line`, for a line orjson refused."""
-    if not _SURROGATE_ESCAPE.search(raw):
-        raise ValueError("not JSON")
-    return json.loads(raw.decode("utf-8"), parse_float=_finite, parse_constant=_refuse_constant)
-
-
-def text_bytes(text: str) -> bytes:
-    """The bytes a text is digested and measured by: UTF-8, with a lone surrogate kept as its
-    own three bytes (so a text that came with one is digested exactly, never refused)."""
-    try:
-        return text.encode()
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "surrogatepass")
-
-
-def dumps_line(value: Any) -> bytes:
-    """VALUE as one compact JSON line body; a lone surrogate is written back as the escape
-    Node writes (`\\udcff`), everything else as orjson writes it."""
-    try:
-        return orjson.dumps(value)
-    except orjson.JSONEncodeError:
-        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-        return text.encode("utf-8", "backslashreplace")
-
-
 @dataclass(slots=True)
 class ReadStats:
     """What the reader saw besides the records: counts and the lines it could not use."""
@@ -184,6 +136,7 @@ def read_records(handle: BinaryIO, start: int, length: int,
     """
     loads = orjson.loads
     decode_error = orjson.JSONDecodeError
+    fd = handle.fileno()
     line_no = 0
     consumed = 0
     handle.seek(start)
@@ -199,14 +152,17 @@ def read_records(handle: BinaryIO, start: int, length: int,
                 stats.torn_final_line = True
                 break
             try:
-                record = loads(raw)
-            except decode_error:
-                try:
-                    record = _loads_with_surrogates(raw)
-                except ValueError:
-                    if not raw.isspace():
-                        stats.unreadable_lines.append(line_no)
-                    continue
+                if size > LONG_LINE:
+                    record = loads_long_line(raw, fd, offset)
+                else:
+                    try:
+                        record = loads(raw)
+                    except decode_error:
+                        record = loads_with_surrogates(raw)
+            except ValueError:
+                if not raw.isspace():
+                    stats.unreadable_lines.append(line_no)
+                continue
             del raw
             if type(record) is not dict:
                 stats.unreadable_lines.append(line_no)

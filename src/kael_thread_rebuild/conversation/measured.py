@@ -1,0 +1,64 @@
+"""Which parts of a long line's record are only measured, never read as words.
+
+The reader leaves each long string of a long line undecoded (`transcript.skeleton.BigText`).
+Before such a record is classified, every long string the classifier reads as text (speech,
+ids, types, start-up context) is decoded; those it only measures stay as they are: tool
+results, tool inputs (except a speech tool's), thinking, images, and every field it never
+looks at (`toolUseResult`, an attachment's payload, a system record's content).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..transcript.skeleton import materialize
+
+# Fields of a record the classifier reads as text; "message" and "attachment" are sorted below.
+_READ = frozenset({
+    "type", "uuid", "parentUuid", "logicalParentUuid", "isSidechain", "kaelRebuild",
+    "sessionId", "timestamp", "version", "cwd", "subtype", "isCompactSummary", "isMeta",
+    "promptSource", "rendered", "isApiErrorMessage",
+})
+_ATTACHMENT_READ = ("type", "prompt", "commandMode")
+# Per content block type: the fields only measured.
+_MEASURED = {
+    "tool_result": frozenset({"content"}),
+    "thinking": frozenset({"thinking", "signature", "data"}),
+    "redacted_thinking": frozenset({"thinking", "signature", "data"}),
+    "image": frozenset({"source"}),
+    "tool_use": frozenset({"input"}),
+}
+
+
+def settle(record: dict[str, Any], speech_tool: Callable[[str], bool]) -> None:
+    """Decode, in place, the long strings of RECORD that classifying it reads as text."""
+    for key, value in record.items():
+        if key == "message" and type(value) is dict:
+            _settle_message(value, speech_tool)
+        elif key == "attachment" and type(value) is dict:
+            for name in _ATTACHMENT_READ:
+                if name in value:
+                    value[name] = materialize(value[name])
+        elif key in _READ:
+            record[key] = materialize(value)
+
+
+def _settle_message(message: dict[str, Any], speech_tool: Callable[[str], bool]) -> None:
+    for key, value in message.items():
+        if key == "content" and type(value) is list:
+            for block in value:
+                if type(block) is dict:
+                    _settle_block(block, speech_tool)
+        else:
+            message[key] = materialize(value)
+
+
+def _settle_block(block: dict[str, Any], speech_tool: Callable[[str], bool]) -> None:
+    kind, name = materialize(block.get("type")), materialize(block.get("name"))
+    measured = _MEASURED.get(kind, frozenset()) if isinstance(kind, str) else frozenset()
+    if kind == "tool_use" and isinstance(name, str) and speech_tool(name):
+        measured = frozenset()
+    for key, value in block.items():
+        if key not in measured:
+            block[key] = materialize(value)  # "type" and "name" decoded again: rare, small
