@@ -9,6 +9,7 @@ session's transcript can appear only after its first Stop hook returned.
 from __future__ import annotations
 
 import threading
+import tracemalloc
 from pathlib import Path
 
 import orjson
@@ -18,9 +19,12 @@ from kael_thread_rebuild.operations import service, worker
 from kael_thread_rebuild.operations.files import stop_summary_written
 from kael_thread_rebuild.operations.model import Operation, OperationStatus
 from kael_thread_rebuild.operations.store import OperationStore
+from kael_thread_rebuild.transcript.reader import LONG_LINE
 from tests.builder import SESSION, TranscriptBuilder
 
 from .harness import SECRET, HarnessBase, scheduled, stop_input
+
+MIB = 1 << 20
 
 S = OperationStatus
 LATE = 0.6  # seconds between the Stop being recorded and Claude Code closing it
@@ -140,3 +144,27 @@ def test_summary_found_from_the_end(tmp_path: Path) -> None:
     with path.open("ab") as handle:
         handle.write(b"mary\"}\n" + orjson.dumps(builder.records[-1]) + b"\n")
     assert not stop_summary_written(path)
+
+
+def test_a_long_last_line_is_held_once_not_decoded(tmp_path: Path) -> None:
+    """While a turn runs, the last complete line can be a command's output of hundreds of MB:
+    the check holds that line once and reads it by its skeleton (issue 8: the worker streams),
+    not joined from its pieces and decoded whole (three times its size)."""
+    output = "compiling ✓ \"module\" \\ step\n" * 500_000  # about 15 MB of output
+    builder = TranscriptBuilder()
+    builder.user("print the build log")
+    builder.tool_call("Bash", output, text="here it comes")
+    path = builder.write(tmp_path / "t.jsonl")
+    last = path.read_bytes().rstrip(b"\n").rsplit(b"\n", 1)[-1]
+    assert b'"tool_result"' in last and len(last) > 2 * LONG_LINE
+    tracemalloc.start()
+    try:
+        closed = stop_summary_written(path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert not closed
+    assert peak < len(last) + 10 * MIB, f"peak {peak / MIB:.1f} MiB, line {len(last) / MIB:.1f} MiB"
+    with path.open("ab") as handle:
+        handle.write(_stop_closed_records(builder))
+    assert stop_summary_written(path)

@@ -17,7 +17,8 @@ from typing import BinaryIO
 
 from ..errors import Refused
 from ..fsutil import atomic_writer, fsync_dir
-from ..transcript.reader import loads_line
+from ..transcript.reader import LONG_LINE, loads_line
+from ..transcript.skeleton import loads_long_line
 
 CHUNK = 1 << 20
 
@@ -109,14 +110,17 @@ def stop_summary_written(path: Path) -> bool:
     `user`/`assistant` record (then `turn_duration`, `cost-state`, `last-prompt` in an
     interactive session). True when such a record follows the last conversation record.
 
-    Reads complete lines from the end, so the cost is the turn's tail, not the transcript.
+    Reads complete lines from the end, so the cost is the turn's tail, not the transcript; a
+    long line (a command's output of hundreds of MB) is held once and read by its skeleton, its
+    long strings never decoded.
     """
     with path.open("rb") as handle:
-        for line in _complete_lines_backward(handle):
+        for start, line in _complete_lines_backward(handle):
             if not any(marker in line for marker in _MARKERS):
                 continue
             try:
-                record = loads_line(line)
+                record = (loads_long_line(line, handle.fileno(), start)
+                          if len(line) > LONG_LINE else loads_line(line))
             except ValueError:
                 continue
             if not isinstance(record, dict):
@@ -129,28 +133,32 @@ def stop_summary_written(path: Path) -> bool:
     return False
 
 
-def _complete_lines_backward(handle: BinaryIO) -> Iterator[bytes]:
-    """The newline-terminated lines of HANDLE, last first; the unterminated tail (a write in
-    progress) is skipped. A long line's pieces are joined once, when its start is found."""
+def _complete_lines_backward(handle: BinaryIO) -> Iterator[tuple[int, bytes]]:
+    """The newline-terminated lines of HANDLE (where each starts, its bytes without the
+    newline), last first; the unterminated tail (a write in progress) is skipped. A line longer
+    than a read is read again whole once its start is found, so it is held once."""
     pos = handle.seek(0, os.SEEK_END)
-    carry: list[bytes] = []  # pieces of the line whose start is not read yet, last first
-    tail = True  # the segment after the file's last newline comes first: never a whole line
+    line_end: int | None = None  # the newline ending the line whose start is looked for
     while pos > 0:
         step = min(CHUNK, pos)
         pos -= step
         handle.seek(pos)
-        parts = handle.read(step).split(b"\n")
-        if len(parts) == 1:
-            carry.append(parts[0])
-            continue
-        ended = parts[-1] + b"".join(reversed(carry))
-        if not tail:
-            yield ended
-        tail = False
-        yield from reversed(parts[1:-1])
-        carry = [parts[0]]
-    if not tail:
-        yield b"".join(reversed(carry))
+        chunk = handle.read(step)
+        cut = len(chunk)
+        while (newline := chunk.rfind(b"\n", 0, cut)) >= 0:
+            if line_end is not None:
+                yield pos + newline + 1, _line(handle, chunk, pos, pos + newline + 1, line_end)
+            line_end, cut = pos + newline, newline
+    if line_end is not None:
+        yield 0, _line(handle, b"", 0, 0, line_end)
+
+
+def _line(handle: BinaryIO, chunk: bytes, chunk_at: int, start: int, end: int) -> bytes:
+    """The bytes from START to END: from CHUNK (read at CHUNK_AT) when it holds them all."""
+    if end - chunk_at <= len(chunk):
+        return chunk[start - chunk_at:end - chunk_at]
+    handle.seek(start)
+    return handle.read(end - start)
 
 
 def copy_private(source: Path, dest: Path) -> FileSample:
