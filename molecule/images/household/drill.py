@@ -306,7 +306,11 @@ def main() -> None:
     tmp = args.result.with_suffix(".tmp")
     tmp.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
     os.replace(tmp, args.result)
-    print(json.dumps({k: result.get(k) for k in ("error", "downtime_seconds", "seconds")}))
+    figures = {k: result.get(k) for k in ("error", "downtime_seconds", "seconds")}
+    # The last expected text is the message typed after the switch, not a carried one.
+    figures["speech_items_carried"] = max(len(result.get("expected_texts", [])) - 1, 0)
+    figures["runtime_blocks_sent"] = len(result.get("after_non_text", []))
+    print(json.dumps(figures))
     if result["error"]:
         raise SystemExit(1)
 

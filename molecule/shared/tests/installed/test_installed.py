@@ -7,13 +7,12 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-import pytest
-
 from conftest import (
     PRISTINE,
     PROMPTING,
     READ_ONLY,
     SERVER,
+    WRAPPER,
     config_of,
     home_of,
     playbook,
@@ -94,8 +93,6 @@ def test_settings_keep_the_users_own_entries(host: Any,
             {k: v for k, v in before.items() if k not in ("hooks", "permissions")}
 
 
-@pytest.mark.xfail(strict=True, reason="the settings merge appends into a foreign Stop group "
-                   "(issue 14; roles/kael/library, another change of this round)")
 def test_our_stop_hook_is_once_in_a_group_of_its_own(host: Any,
                                                      households: list[dict[str, Any]]) -> None:
     for place in households:
@@ -106,8 +103,6 @@ def test_our_stop_hook_is_once_in_a_group_of_its_own(host: Any,
         assert [g for g in stop if not ours(g)] == before["hooks"]["Stop"]
 
 
-@pytest.mark.xfail(strict=True, reason="the settings merge rewrites foreign escapes and numbers "
-                   "(issue 14; roles/kael/library, another change of this round)")
 def test_foreign_escapes_and_numbers_keep_their_bytes(host: Any,
                                                       households: list[dict[str, Any]]) -> None:
     for place in households:
@@ -115,16 +110,34 @@ def test_foreign_escapes_and_numbers_keep_their_bytes(host: Any,
         assert '"caf\\u00e9 \\u6f22\\u5b57"' in raw and '"timeout": 1.50' in raw, raw
 
 
-def test_the_mcp_server_is_registered_for_the_user(host: Any,
-                                                   households: list[dict[str, Any]]) -> None:
+def test_the_mcp_server_is_registered_for_the_user_through_the_wrapper(
+        host: Any, households: list[dict[str, Any]]) -> None:
     for place in households:
         state = read_json(host, f"{home_of(host, place['user'])}/.claude.json")
         server = state["mcpServers"][SERVER]
         argv = [server["command"], *server.get("args", [])]
         assert server.get("type", "stdio") == "stdio"
-        assert argv[:2] == ["docker", "run"] and "-i" in argv and "--rm" in argv, argv
-        assert f"--config=/etc/kael-thread-rebuild/{place['instance']}.toml" in argv \
-            or f"/etc/kael-thread-rebuild/{place['instance']}.toml" in argv, argv
+        assert argv == ["sudo", "-n", WRAPPER, "mcp", place["instance"]], argv
+        wrapper = host.file(WRAPPER)
+        assert wrapper.user == "root" and not wrapper.mode & 0o022, (wrapper.user, wrapper.mode)
+
+
+def test_the_claude_user_has_no_docker(host: Any, households: list[dict[str, Any]]) -> None:
+    for place in households:
+        assert "docker" not in host.user(place["user"]).groups
+        denied = host.run(shlex.join(["runuser", "-u", place["user"], "--", "docker", "ps"]))
+        assert denied.rc != 0 and "permission denied" in denied.stderr.lower(), denied.stderr
+
+
+def test_the_stop_hook_goes_through_kael_hook_for_its_instance(
+        host: Any, households: list[dict[str, Any]]) -> None:
+    for place in households:
+        now, _ = settings_now_and_before(host, place["user"])
+        (ours_,) = [h for g in now["hooks"]["Stop"] for h in g["hooks"] if ours_hook(h)]
+        words = shlex.split(ours_["command"])
+        assert words[:5] == ["/usr/local/bin/kael-hook", "--instance", place["instance"],
+                             "--run", WRAPPER], words
+        assert "docker" not in ours_["command"], ours_["command"]
 
 
 def test_the_doctor_is_green() -> None:
