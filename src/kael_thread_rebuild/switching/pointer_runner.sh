@@ -17,6 +17,11 @@
 #   KAEL_CMD           the kael-thread-rebuild command, split on blanks
 #                      (default: kael-thread-rebuild; e.g. "docker exec -i NAME kael-thread-rebuild")
 #   KAEL_WAIT_TIMEOUT  seconds `wait` may take (default: 600)
+#   KAEL_RUN           for a Claude user without Docker access: the root-owned wrapper through
+#                      sudo, split on blanks (e.g. "sudo -n /usr/local/lib/kael-thread-rebuild/kael-run");
+#                      with KAEL_INSTANCE it replaces KAEL_CMD: `KAEL_RUN hook INSTANCE` and
+#                      `KAEL_RUN wait INSTANCE` (the wait's timeout is the installer's)
+#   KAEL_INSTANCE      the instance name for KAEL_RUN
 set -uo pipefail
 
 if [ $# -lt 1 ]; then
@@ -27,7 +32,13 @@ pointer=$1
 shift
 claude_bin=${CLAUDE_BIN:-claude}
 read -r -a kael <<< "${KAEL_CMD:-kael-thread-rebuild}"
+read -r -a run <<< "${KAEL_RUN:-}"
+instance=${KAEL_INSTANCE:-}
 wait_timeout=${KAEL_WAIT_TIMEOUT:-600}
+if [ ${#run[@]} -gt 0 ] && [ -z "$instance" ]; then
+  echo "pointer_runner: KAEL_RUN needs KAEL_INSTANCE" >&2
+  exit 2
+fi
 uuid_re='^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$'
 
 work=$(mktemp -d)
@@ -39,6 +50,18 @@ export KAEL_RUNNER_STOP_FILE="$work/stop.json"
 stop_settings='{"hooks":{"Stop":[{"hooks":[{"type":"command","command":"cat > \"$KAEL_RUNNER_STOP_FILE\""}]}]}}'
 
 log() { echo "pointer_runner: $*" >&2; }
+
+# The engine's hook-stop and wait: directly (KAEL_CMD), or through the wrapper (KAEL_RUN).
+hook_stop() {
+  if [ ${#run[@]} -gt 0 ]; then "${run[@]}" hook "$instance"; else "${kael[@]}" hook-stop; fi
+}
+engine_wait() {
+  if [ ${#run[@]} -gt 0 ]; then
+    "${run[@]}" wait "$instance"
+  else
+    "${kael[@]}" wait --timeout "$wait_timeout"
+  fi
+}
 
 create_pointer() {
   local tmp
@@ -77,7 +100,7 @@ while IFS= read -r prompt; do
   fi
 
   if [ -s "$KAEL_RUNNER_STOP_FILE" ]; then
-    "${kael[@]}" hook-stop < "$KAEL_RUNNER_STOP_FILE" >&2 || log "hook-stop failed"
-    "${kael[@]}" wait --timeout "$wait_timeout" < /dev/null >&2 || log "wait failed"
+    hook_stop < "$KAEL_RUNNER_STOP_FILE" >&2 || log "hook-stop failed"
+    engine_wait < /dev/null >&2 || log "wait failed"
   fi
 done
