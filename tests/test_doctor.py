@@ -469,28 +469,6 @@ def test_mcp_server_beside_the_default_config_dir(make_config: ConfigFactory,
     assert not check.ok and not check.skipped
 
 
-def test_the_pointer_runner_needs_the_wrappers_wait(make_config: ConfigFactory, layout: Layout,
-                                                     tmp_path: Path) -> None:
-    """A pointer runner of a Claude user without Docker hands its Stops over and waits through
-    the wrapper (KAEL_RUN): the rule must allow `wait` too."""
-    pointer = tmp_path / "pointer"
-    pointer.write_text(SESSION + "\n")
-    config = make_config(**layout.settings(), activation="pointer",
-                         resume_pointer_path=str(pointer))
-    access = host_facts()["claude_access"]
-    check = by_name(run_doctor(config, environ=on_host(claude_access=access)))["claude_access"]
-    assert not check.ok and check.detail.endswith(
-        "sudo does not let the Claude user claude (uid 1000) run "
-        "`/usr/local/lib/kael-thread-rebuild/kael-run wait default`, so its MCP server, Stop "
-        "hook or pointer runner cannot reach the appliance"), check.detail
-
-    allowed = {**access, "allowed": ["mcp default", "hook default", "wait default"]}
-    check = by_name(run_doctor(config, environ=on_host(claude_access=allowed)))["claude_access"]
-    assert check.ok and check.detail.endswith(
-        "sudo lets it run /usr/local/lib/kael-thread-rebuild/kael-run mcp|hook|wait default"), \
-        check.detail
-
-
 def mcp_container(name: str, state: str = "running", status: str = "Up 2 minutes"
                   ) -> dict[str, str]:
     return {"id": name.encode().hex(), "name": name, "state": state, "status": status}

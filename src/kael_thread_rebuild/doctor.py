@@ -799,13 +799,7 @@ def check_mcp_containers(facts: Facts) -> Check:
                      "none left behind")
 
 
-def _wrapper_roles(config: Config) -> list[str]:
-    """What the Claude user runs the wrapper for: its MCP server, its Stop hook and, for the
-    pointer runner (KAEL_RUN), the wait after each Stop."""
-    return ["mcp", "hook", *(["wait"] if config.activation is Activation.pointer else [])]
-
-
-def _access_problems(access: ClaudeAccess, config: Config) -> list[tuple[str, str]]:
+def _access_problems(access: ClaudeAccess, instance: str) -> list[tuple[str, str]]:
     """(problem, fix) for each way the Claude user's access is off."""
     who = f"the Claude user {access.user or '?'} (uid {access.uid})"
     problems = []
@@ -820,13 +814,11 @@ def _access_problems(access: ClaudeAccess, config: Config) -> list[tuple[str, st
         problems.append((f"{who} can use the Docker socket {access.socket} "
                          f"({access.socket_detail}), which is root on this host",
                          f"leave {access.socket} to root and the docker group only"))
-    missing = [line for line in (f"{role} {config.instance}" for role in _wrapper_roles(config))
+    missing = [line for line in (f"mcp {instance}", f"hook {instance}")
                if line not in access.allowed]
     if missing:
         shown = " and ".join(f"`{access.wrapper} {line}`" for line in missing)
-        what = "MCP server, Stop hook or pointer runner" \
-            if config.activation is Activation.pointer else "MCP server or Stop hook"
-        problems.append((f"sudo does not let {who} run {shown}, so its {what} "
+        problems.append((f"sudo does not let {who} run {shown}, so its MCP server or Stop hook "
                          "cannot reach the appliance",
                          "re-run the installer (or image/allow-user.sh --config <config> --user "
                          f"{access.user or '<user>'} as root)"))
@@ -849,14 +841,13 @@ def check_claude_access(facts: Facts) -> Check:
     if access.uid == 0:
         return _ok(name, "Claude Code runs as root: its hook and MCP server use Docker "
                          "themselves; there is nothing to withhold")
-    problems = _access_problems(access, facts.config)
+    problems = _access_problems(access, facts.config.instance)
     if problems:
         return _fail(name, "; ".join(problem for problem, _ in problems),
                      "; ".join(fix for _, fix in problems))
     return _ok(name, f"the Claude user {access.user} is in no docker group, cannot use "
                      f"{access.socket} ({access.socket_detail}); sudo lets it run "
-                     f"{access.wrapper} {'|'.join(_wrapper_roles(facts.config))} "
-                     f"{facts.config.instance}")
+                     f"{access.wrapper} mcp|hook {facts.config.instance}")
 
 
 def _short(image_id: str) -> str:
