@@ -250,3 +250,30 @@ def test_real_claude_in_a_tmux_pane_as_the_claude_user_reaches_the_appliance(
         assert [c.status for c in appliance.containers("mcp")] == ["running"]
         tmux("kill-server")
         engine.wait_gone(lambda: appliance.containers("mcp"), 15)
+
+
+def test_the_wrapper_turns_a_failed_start_on_stdin_into_fixed_arguments(
+        tmp_path: Path, appliance: engine.Instance) -> None:
+    """The pointer runner reports a session it could not start through `kael-run start-failed
+    INSTANCE`: sudo allows it no argument of its own, so the session id and the exit status come
+    on stdin, and the wrapper passes them on only as a uuid and a number."""
+    household = make_household(tmp_path, appliance.name, UID, UID)
+    with sudo_household(tmp_path, appliance) as home:
+        _allowed(home, household)
+        argv_file = f"/etc/kael-thread-rebuild/{appliance.name}.start-failed.argv"
+        words = ["docker", "exec", "-i", appliance.daemon_name, "kael-thread-rebuild",
+                 "--config", str(household.config_path), "start-failed"]
+        done = home.run("sh", "-c", f"printf '%s\\n' \"$@\" > {argv_file} && chmod 0644 "
+                                    f"{argv_file}", "sh", *words)
+        assert done.returncode == 0, done
+        appliance.run_daemon(household.config_path, f"{UID}:{UID}")
+        session = "0b8a4a0e-3f55-4c1e-9a57-2f1d3c4b5a69"
+        for stdin, why in ((b"", b"no session id"), (f"{session}\n".encode(), b"no exit status"),
+                           (b"../../x\n127\n", b"not a session id"),
+                           (f"{session} --reason x\n127\n".encode(), b"not a session id"),
+                           (f"{session}\n127; rm -rf /\n".encode(), b"not an exit status")):
+            done = home.run(WRAPPER, "start-failed", appliance.name, stdin=stdin)
+            assert done.returncode == 2 and why in done.stderr, (stdin, done)
+        done = home.run(WRAPPER, "start-failed", appliance.name, stdin=f"{session}\n127\n".encode())
+        assert done.returncode == 0, done
+        assert done.stdout.startswith(b"nothing to do: "), done

@@ -104,6 +104,31 @@ def test_runner_mechanics_with_a_fake_claude(tmp_path: Path) -> None:
     assert pointer.read_text() == f"{switched_to}\n"
 
 
+def test_runner_reaches_the_engine_through_the_wrapper(tmp_path: Path) -> None:
+    """A Claude user without Docker access: KAEL_RUN and KAEL_INSTANCE, each Stop handed over as
+    `hook INSTANCE` and the wait as `wait INSTANCE` (the wrapper's two fixed lines)."""
+    pointer, log = tmp_path / "pointer", tmp_path / "calls.log"
+    switched_to = str(uuid.uuid4())
+    env = {**base_env(tmp_path), "CLAUDE_BIN": str(_fake(tmp_path, "claude")),
+           "KAEL_RUN": f"{_fake(tmp_path, 'kael')} -n", "KAEL_INSTANCE": "companion",
+           "KAEL_CMD": "/nonexistent/kael-thread-rebuild", "FAKE_LOG": str(log),
+           "POINTER": str(pointer), "NEXT_SESSION": switched_to}
+    proc = _run(tmp_path, pointer, "first\nsecond\n", env, tmp_path)
+    assert proc.returncode == 0 and "failed" not in proc.stderr, proc.stderr
+    kael_calls = [c for c in _log(log) if c["role"] == "kael"]
+    assert [c["args"] for c in kael_calls] == [
+        ["-n", "hook", "companion"], ["-n", "wait", "companion"]] * 2
+    claude_calls = [c for c in _log(log) if c["role"] == "claude"]
+    assert [json.loads(c["stdin"])["session_id"] for c in kael_calls[::2]] == [
+        claude_calls[0]["args"][2], switched_to]
+    assert pointer.read_text() == f"{switched_to}\n"
+
+    without = {k: v for k, v in env.items() if k != "KAEL_INSTANCE"}
+    refused = _run(tmp_path, pointer, "third\n", without, tmp_path)
+    assert refused.returncode == 2
+    assert refused.stderr.strip() == "pointer_runner: KAEL_RUN needs KAEL_INSTANCE"
+
+
 def test_runner_creates_the_pointer_with_mode_0600(tmp_path: Path) -> None:
     pointer, log = tmp_path / "pointer", tmp_path / "calls.log"
     env = {**base_env(tmp_path), "CLAUDE_BIN": str(_fake(tmp_path, "claude")),

@@ -23,8 +23,9 @@ import os
 import pwd
 import re
 import subprocess
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -271,30 +272,56 @@ def talk_before_install(place: Household) -> None:
     place.turn(s.P_THINK, s.A_THINK)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
+def arguments(description: str | None) -> argparse.ArgumentParser:
+    """The arguments every drill takes (the Molecule playbooks pass them)."""
+    parser = argparse.ArgumentParser(description=description,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--phase", choices=["prepare", "drill"], default="drill")
     parser.add_argument("--user", required=True)
     parser.add_argument("--instance", required=True)
     parser.add_argument("--target", required=True, help="the tmux pane of the user's server")
     parser.add_argument("--start-command", required=True, help="what the user typed")
+    parser.add_argument("--result", type=Path)
+    return parser
+
+
+def main() -> None:
+    parser = arguments(__doc__)
     parser.add_argument("--container", default="")
     parser.add_argument("--config", default="")
-    parser.add_argument("--result", type=Path)
     args = parser.parse_args()
     place = Household(args.user, args.target, args.instance,
                       args.container or f"kael-thread-rebuild-{args.instance}",
                       args.config or f"/etc/kael-thread-rebuild/{args.instance}.toml")
     if args.phase == "prepare":
-        talk_before_install(place)
+        with shown_on_failure(place):
+            talk_before_install(place)
         return
     if args.result is None:
         parser.error("the drill needs --result")
-    started = time.monotonic()
-    result: dict[str, Any] = {"instance": args.instance, "error": ""}
+    run_and_report(lambda result: drill(place, args.start_command, result), place,
+                   args.instance, args.result)
+
+
+@contextlib.contextmanager
+def shown_on_failure(place: Household) -> Iterator[None]:
+    """A failure shows the pane as the human would see it (on stderr)."""
     try:
-        drill(place, args.start_command, result)
+        yield
+    except Exception:
+        with contextlib.suppress(subprocess.CalledProcessError):
+            print(f"the pane {place.target} at the failure:\n{place.screen()}", file=sys.stderr)
+        raise
+
+
+def run_and_report(work: Callable[[dict[str, Any]], None], place: Household, instance: str,
+                   path: Path) -> None:
+    """Run WORK, which fills the result as it goes; write the result as JSON to PATH (the
+    verify reads it) and print the drill's figures; exit 1 when it failed."""
+    started = time.monotonic()
+    result: dict[str, Any] = {"instance": instance, "error": ""}
+    try:
+        work(result)
     except Exception as error:  # the verify shows what went wrong, with the screen
         result["error"] = f"{type(error).__name__}: {error}"
         try:
@@ -302,14 +329,17 @@ def main() -> None:
         except subprocess.CalledProcessError as gone:  # the pane, or its tmux server, is gone
             result["screen"] = f"(no screen: {gone.stderr.strip()})"
     result["seconds"] = round(time.monotonic() - started, 1)
-    args.result.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.result.with_suffix(".tmp")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
-    os.replace(tmp, args.result)
-    print(json.dumps({k: result.get(k) for k in ("error", "downtime_seconds", "seconds")}))
+    os.replace(tmp, path)
+    figures = {k: result.get(k) for k in ("error", "downtime_seconds", "seconds")}
+    # The last expected text is the message typed after the switch, not a carried one.
+    figures["speech_items_carried"] = max(len(result.get("expected_texts", [])) - 1, 0)
+    figures["runtime_blocks_sent"] = len(result.get("after_non_text", []))
+    print(json.dumps(figures))
     if result["error"]:
         raise SystemExit(1)
-
 
 if __name__ == "__main__":
     main()

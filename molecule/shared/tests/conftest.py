@@ -21,6 +21,8 @@ SERVER = "kael-thread-rebuild"
 READ_ONLY = [f"mcp__{SERVER}__thread_rebuild_{t}" for t in ("doctor", "dirty", "plan", "status")]
 PROMPTING = [f"mcp__{SERVER}__thread_rebuild_{t}" for t in ("request", "cancel", "rollback")]
 PRISTINE = "/opt/kael-molecule/home"
+#: The root-owned wrapper through which the Claude user reaches the appliance (docs/security.md).
+WRAPPER = "/usr/local/lib/kael-thread-rebuild/kael-run"
 
 
 def read_json(host: Any, path: str) -> Any:

@@ -22,6 +22,12 @@
 #   KAEL_CMD           the kael-thread-rebuild command, split on blanks
 #                      (default: kael-thread-rebuild; e.g. "docker exec -i NAME kael-thread-rebuild")
 #   KAEL_WAIT_TIMEOUT  seconds `wait` may take (default: 600)
+#   KAEL_RUN           for a Claude user without Docker access: the root-owned wrapper through
+#                      sudo, split on blanks (e.g. "sudo -n /usr/local/lib/kael-thread-rebuild/kael-run");
+#                      with KAEL_INSTANCE it replaces KAEL_CMD: `KAEL_RUN hook INSTANCE`,
+#                      `KAEL_RUN wait INSTANCE` (the wait's timeout is the installer's) and
+#                      `KAEL_RUN start-failed INSTANCE` (session and exit status on stdin)
+#   KAEL_INSTANCE      the instance name for KAEL_RUN
 set -uo pipefail
 
 if [ $# -lt 1 ]; then
@@ -32,7 +38,13 @@ pointer=$1
 shift
 claude_bin=${CLAUDE_BIN:-claude}
 read -r -a kael <<< "${KAEL_CMD:-kael-thread-rebuild}"
+read -r -a run <<< "${KAEL_RUN:-}"
+instance=${KAEL_INSTANCE:-}
 wait_timeout=${KAEL_WAIT_TIMEOUT:-600}
+if [ ${#run[@]} -gt 0 ] && [ -z "$instance" ]; then
+  echo "pointer_runner: KAEL_RUN needs KAEL_INSTANCE" >&2
+  exit 2
+fi
 uuid_re='^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$'
 
 work=$(mktemp -d)
@@ -44,6 +56,27 @@ export KAEL_RUNNER_STOP_FILE="$work/stop.json"
 stop_settings='{"hooks":{"Stop":[{"hooks":[{"type":"command","command":"cat > \"$KAEL_RUNNER_STOP_FILE\""}]}]}}'
 
 log() { echo "pointer_runner: $*" >&2; }
+
+# The engine's hook-stop and wait: directly (KAEL_CMD), or through the wrapper (KAEL_RUN).
+hook_stop() {
+  if [ ${#run[@]} -gt 0 ]; then "${run[@]}" hook "$instance"; else "${kael[@]}" hook-stop; fi
+}
+engine_wait() {
+  if [ ${#run[@]} -gt 0 ]; then
+    "${run[@]}" wait "$instance"
+  else
+    "${kael[@]}" wait --timeout "$wait_timeout"
+  fi
+}
+# SESSION did not start (exit STATUS): through the wrapper both go on stdin, one a line, since
+# sudo allows it no argument of the caller's.
+engine_start_failed() {
+  if [ ${#run[@]} -gt 0 ]; then
+    printf '%s\n%s\n' "$1" "$2" | "${run[@]}" start-failed "$instance"
+  else
+    "${kael[@]}" start-failed --session "$1" --reason "claude exited with status $2" < /dev/null
+  fi
+}
 
 create_pointer() {
   local tmp
@@ -83,7 +116,7 @@ call() {
 }
 
 settle() {
-  "${kael[@]}" wait --timeout "$wait_timeout" < /dev/null >&2 || log "wait failed"
+  engine_wait < /dev/null >&2 || log "wait failed"
 }
 
 claude_args=("$@")
@@ -102,8 +135,7 @@ while IFS= read -r prompt; do
   # prompt goes to the session the pointer names then.
   if [ "$status" -ne 0 ] && [ ! -s "$KAEL_RUNNER_STOP_FILE" ] && [ -e "$pointer" ]; then
     failed=$id
-    "${kael[@]}" start-failed --session "$failed" --reason "claude exited with status $status" \
-      < /dev/null >&2 || log "start-failed failed"
+    engine_start_failed "$failed" "$status" >&2 || log "start-failed failed"
     settle
     read_pointer
     if [ "$id" != "$failed" ]; then
@@ -113,7 +145,7 @@ while IFS= read -r prompt; do
   fi
 
   if [ -s "$KAEL_RUNNER_STOP_FILE" ]; then
-    "${kael[@]}" hook-stop < "$KAEL_RUNNER_STOP_FILE" >&2 || log "hook-stop failed"
+    hook_stop < "$KAEL_RUNNER_STOP_FILE" >&2 || log "hook-stop failed"
     settle
   fi
 done

@@ -10,6 +10,22 @@ from typing import Any
 from conftest import PRISTINE, READ_ONLY, home_of, instances, read_json, run_playbook
 
 
+def settings_files(host: Any) -> dict[str, str]:
+    return {place["instance"]: host.file(
+        f"{home_of(host, place['user'])}/.claude/settings.json").content_string
+        for place in instances(host)}
+
+
+def test_uninstall_in_check_mode_says_what_it_would_do_and_changes_nothing(
+        all_hosts: list[Any]) -> None:
+    before = {host.backend.get_hostname(): settings_files(host) for host in all_hosts}
+    dry = run_playbook("uninstall.yml", "--check")
+    for host in all_hosts:
+        assert dry.failed(host) == 0 and dry.changed(host) > 0, dry.tail()
+        assert settings_files(host) == before[host.backend.get_hostname()]
+        assert host.file("/etc/kael-thread-rebuild").is_directory
+
+
 def test_uninstall_takes_out_what_the_install_put_in(all_hosts: list[Any]) -> None:
     gone = run_playbook("uninstall.yml")
     for host in all_hosts:
@@ -25,7 +41,10 @@ def test_uninstall_takes_out_what_the_install_put_in(all_hosts: list[Any]) -> No
                 {k: v for k, v in before.items() if k != "hooks"}
             state = read_json(host, f"{home}/.claude.json")
             assert state.get("mcpServers") == {}, state.get("mcpServers")  # as the user had it
-            assert host.file(f"/var/lib/kael-thread-rebuild/{place['instance']}").is_directory
+            kept = f"/var/lib/kael-thread-rebuild/{place['instance']}/settings-backups"
+            # The backups stay with the state dir; the first is the file as the user had it.
+            first = min(n for n in host.file(kept).listdir() if n.endswith(".bak"))
+            assert read_json(host, f"{kept}/{first}") == before, first
         left = host.run("docker ps -a -q --filter label=io.kael-thread-rebuild.role")
         assert left.rc == 0 and left.stdout.strip() == "", left.stdout
         for path in ("/usr/local/bin/kael-hook", "/usr/local/lib/kael-thread-rebuild",
