@@ -155,12 +155,12 @@ def test_the_claude_user_has_no_docker(host: Any, households: list[dict[str, Any
 def test_the_stop_hook_goes_through_kael_hook_for_its_instance(
         host: Any, households: list[dict[str, Any]]) -> None:
     for place in households:
-        if place["base"] == "pointer":  # the runner's KAEL_RUN: hook and wait, nothing else
+        if place["base"] == "pointer":  # the runner's KAEL_RUN: hook, wait, start-failed
             rule = host.file(f"/etc/sudoers.d/{SERVER}-{place['instance']}").content_string
             uid = host.user(place["user"]).uid
+            roles = ("mcp", "hook", "wait", "start-failed")
             assert f"#{uid} ALL=(root) NOPASSWD: " + ", ".join(
-                f"{WRAPPER} {role} {place['instance']}" for role in ("mcp", "hook", "wait")) \
-                in rule, rule
+                f"{WRAPPER} {role} {place['instance']}" for role in roles) in rule, rule
             continue
         now, _ = settings_now_and_before(host, place["user"])
         (ours_,) = [h for g in now["hooks"]["Stop"] for h in g["hooks"] if ours_hook(h)]
