@@ -7,7 +7,9 @@
 #   BASE=python:3.11-slim-bookworm@sha256:... image/build.sh   # where a registry is reachable
 #
 # Environment: BASE, PYTHON (default .venv/bin/python, else python3), KAEL_IMAGE_SOURCE
-# (the org.opencontainers.image.source label; default: git's origin URL).
+# (the org.opencontainers.image.source label; default: git's origin URL), KAEL_APPLIANCE_IMAGE
+# (tag only this name instead of `:<version>` and `:latest`, e.g. on an engine shared by
+# several checkouts).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 started=$(date +%s)
@@ -58,6 +60,11 @@ else  # a clean tree builds the same labels every time (and keeps the build cach
 fi
 source_url="${KAEL_IMAGE_SOURCE:-$(git config --get remote.origin.url 2>/dev/null || echo unknown)}"
 
+if [ -n "${KAEL_APPLIANCE_IMAGE:-}" ]; then
+  tags=(-t "$KAEL_APPLIANCE_IMAGE") built="$KAEL_APPLIANCE_IMAGE"
+else
+  tags=(-t "$image:$version" -t "$image:latest") built="$image:$version"
+fi
 t=$(date +%s)
 # Legacy builder (no buildx here); its deprecation notice is shown only when the build fails.
 log="$(mktemp)"
@@ -65,13 +72,13 @@ trap 'rm -f "$log"' EXIT
 if ! DOCKER_BUILDKIT=0 docker build -f image/Containerfile \
   --build-arg BASE="$base" --build-arg VERSION="$version" --build-arg REVISION="$revision" \
   --build-arg CREATED="$created" --build-arg SOURCE="$source_url" \
-  -t "$image:$version" -t "$image:latest" image/ >"$log" 2>&1; then
+  "${tags[@]}" image/ >"$log" 2>&1; then
   tail -n 40 "$log" >&2
   echo "build: docker build failed" >&2
   exit 1
 fi
-step "image $image:$version" "$t"
+step "image $built" "$t"
 
-size=$(docker image inspect -f '{{.Size}}' "$image:$version")
-say "$image:$version is $(( size / 1000000 )) MB ($size bytes), base $base"
+size=$(docker image inspect -f '{{.Size}}' "$built")
+say "$built is $(( size / 1000000 )) MB ($size bytes), base $base"
 say "done in $(( $(date +%s) - started )) s"
