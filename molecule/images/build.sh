@@ -3,10 +3,12 @@
 # tarball a control machine delivers (image/save.sh). Run by every scenario's dependency step;
 # one build at a time, and Docker's cache makes a second build take seconds.
 #
-#   molecule/images/build.sh
+#   molecule/images/build.sh [TAG...]     (no TAG: every household)
 #
-# Images: kael-molecule-household:bookworm (sudo, user alice) and
-# kael-molecule-household:bookworm-nosudo (no sudo, users alice and bob). Claude Code is packed
+# Images: kael-molecule-household:bookworm (sudo, user alice),
+# kael-molecule-household:bookworm-nosudo (no sudo, users alice and bob) and
+# kael-molecule-household:bookworm-systemd (sudo, user alice, polkitd for the rule that lets a
+# system unit's User= restart it; the systemd scenario). Claude Code is packed
 # on this machine (`npm pack`, pinned in .ci/versions.env) and installed for each user in
 # ~/.local during the build. The saved appliance: .tools/molecule/dist/.
 #
@@ -19,6 +21,7 @@ cd "$(dirname "$0")/../.."
 # shellcheck source=/dev/null
 . .ci/versions.env
 started=$(date +%s)
+wanted=("$@")
 work=.tools/molecule
 mkdir -p "$work/npm"
 exec 9>"$work/build.lock"
@@ -49,10 +52,12 @@ DOCKER_BUILDKIT=0 docker build -f image/systemd-household/Containerfile \
   -t "kael-molecule-systemd:$tag" image/systemd-household >"$work/build-systemd.log" 2>&1
 echo "molecule images: kael-molecule-systemd:$tag ready in $(( $(date +%s) - t )) s"
 
-build() {  # TAG SUDO USERS
+build() {  # TAG SUDO USERS [PACKAGES]
   local log="$work/build-$1.log"
+  case " ${wanted[*]} " in "  " | *" $1 "*) ;; *) return 0 ;; esac
   if ! DOCKER_BUILDKIT=0 docker build -f "$context/Containerfile" --build-arg SUDO="$2" \
       --build-arg USERS="$3" --build-arg BASE="kael-molecule-systemd:$tag" \
+      --build-arg PACKAGES="${4:-}" \
       -t "kael-molecule-household:$1" "$context" >"$log" 2>&1; then
     tail -n 40 "$log" >&2
     echo "molecule images: building kael-molecule-household:$1 failed" >&2
@@ -62,6 +67,7 @@ build() {  # TAG SUDO USERS
 }
 build "$tag" 1 "alice:1000"
 build "$tag-nosudo" 0 "alice:1000 bob:1001"
+build "$tag-systemd" 1 "alice:1000" polkitd
 
 # Saved again only when the image changed (the archive's name carries the version).
 image_id=$(docker image inspect -f '{{.Id}}' "$appliance")

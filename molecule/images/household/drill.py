@@ -12,6 +12,8 @@ takes the pane back to the old session. What was seen is written as JSON for the
         --target companion-DO-NOT-CREATE:0.0 --start-command 'claude --model opus'
     drill.py --user alice --instance companion --target companion-DO-NOT-CREATE:0.0 \
         --start-command 'claude --model opus' --result /var/lib/kael-molecule/drill.json
+
+A Claude Code that runs as a systemd unit (`--base systemd`, no `--target`): unit_drill.py.
 """
 
 from __future__ import annotations
@@ -136,15 +138,16 @@ class Household:
         self.type_line(prompt)
 
         def done() -> bool:
-            self.approve(self.screen())
+            self.approve()
             data = self.transcript(session)
             return answer.encode() in data and data.count(STOP_SUMMARY) > before
 
         wait_until(done, timeout, f"the reply {answer!r} and the Stop hook")
 
-    def approve(self, screen: str) -> None:
-        """Answer a question on SCREEN as the human who asked for the rebuild: stay in auto
+    def approve(self) -> None:
+        """Answer a question on the screen as the human who asked for the rebuild: stay in auto
         mode, and move the selection to "Yes" (auto mode preselects "No") before Enter."""
+        screen = self.screen()
         if not any(question in screen for question in APPROVALS):
             return
         options = menu(screen, "Do you want to proceed?")
@@ -277,9 +280,10 @@ def arguments(description: str | None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=description,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--phase", choices=["prepare", "drill"], default="drill")
+    parser.add_argument("--base", choices=["tmux", "systemd", "pointer"], default="tmux")
     parser.add_argument("--user", required=True)
     parser.add_argument("--instance", required=True)
-    parser.add_argument("--target", required=True, help="the tmux pane of the user's server")
+    parser.add_argument("--target", default="", help="the tmux pane of the user's server")
     parser.add_argument("--start-command", required=True, help="what the user typed")
     parser.add_argument("--result", type=Path)
     return parser
@@ -290,9 +294,12 @@ def main() -> None:
     parser.add_argument("--container", default="")
     parser.add_argument("--config", default="")
     args = parser.parse_args()
-    place = Household(args.user, args.target, args.instance,
-                      args.container or f"kael-thread-rebuild-{args.instance}",
-                      args.config or f"/etc/kael-thread-rebuild/{args.instance}.toml")
+    kind = Household
+    if args.base == "systemd":
+        from unit_drill import UnitHousehold as kind
+    place = kind(args.user, args.target, args.instance,
+                 args.container or f"kael-thread-rebuild-{args.instance}",
+                 args.config or f"/etc/kael-thread-rebuild/{args.instance}.toml")
     if args.phase == "prepare":
         with shown_on_failure(place):
             talk_before_install(place)
