@@ -9,14 +9,21 @@ import subprocess
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from kael_thread_rebuild.config import Config
 from kael_thread_rebuild.operations.model import OperationStatus
 from kael_thread_rebuild.switching.pointer import runner_script, session_in
 from tests.guard import MARK, TEST_SOCKET_PREFIX
-from tests.support.claude_env import claude_available, find_claude_binary, make_claude_env
+from tests.support.claude_env import (
+    ClaudeEnv,
+    claude_available,
+    find_claude_binary,
+    make_claude_env,
+)
 from tests.support.fidelity import conversation_texts, non_text_block_types
 from tests.support.standin_api import Reply, StandinAPI, Text, ToolUse, prompt_script
 
@@ -35,6 +42,42 @@ P_SECOND = "pointer two: which number was it?"
 A_SECOND = "It was 4217."
 
 
+@dataclass
+class PointerInstance:
+    """A pointer-base instance over a real Claude Code layout, with the reference runner."""
+
+    claude: ClaudeEnv
+    pointer: Path
+    config_path: Path
+    config: Config
+    runner: Path
+
+    def request_and_run(self, program: Path) -> subprocess.CompletedProcess[str]:
+        """Request a rebuild (the daemon serving), then run the runner on PROGRAM with the two
+        prompts."""
+        asked = procs.run_cli(self.config_path, "request", "--reason", "drill", "--confirm",
+                              "REBUILD")
+        assert asked.returncode == 0, asked.stderr
+        env = {**self.claude.env, "CLAUDE_BIN": str(program),
+               "KAEL_CMD": f"{procs.CLI} --config {self.config_path}",
+               "KAEL_WAIT_TIMEOUT": "60"}
+        return subprocess.run(["bash", str(self.runner), str(self.pointer)], env=env,
+                              cwd=self.claude.cwd, input=f"{P_FIRST}\n{P_SECOND}\n",
+                              capture_output=True, text=True, timeout=180, check=False)
+
+
+def _pointer_instance(tmp_path: Path, api_url: str) -> PointerInstance:
+    claude = make_claude_env(tmp_path / "claude", api_url)
+    pointer, config_path = tmp_path / "pointer", tmp_path / "kael.toml"
+    config = procs.write_config(config_path, {
+        "project_dir": claude.project_dir, "state_dir": tmp_path / "state",
+        "activation": "pointer", "resume_pointer_path": pointer,
+        "tmux_target": f"{MARK}-unused:0.0", "tmux_socket": f"{TEST_SOCKET_PREFIX}{MARK}-x"})
+    runner = tmp_path / "pointer_runner.sh"
+    runner.write_text(runner_script())
+    return PointerInstance(claude, pointer, config_path, config, runner)
+
+
 def test_the_runner_resumes_the_rebuilt_session_after_wait(tmp_path: Path) -> None:
     responder = prompt_script({
         P_FIRST: [Reply([Text(A_FIRST_TOOL), ToolUse("Bash", {"command": "seq 1 5000"})]),
@@ -42,24 +85,10 @@ def test_the_runner_resumes_the_rebuilt_session_after_wait(tmp_path: Path) -> No
         P_SECOND: [Reply([Text(A_SECOND)])],
     })
     with StandinAPI(responder) as api:
-        claude = make_claude_env(tmp_path / "claude", api.url)
-        pointer, config_path = tmp_path / "pointer", tmp_path / "kael.toml"
-        config = procs.write_config(config_path, {
-            "project_dir": claude.project_dir, "state_dir": tmp_path / "state",
-            "activation": "pointer", "resume_pointer_path": pointer,
-            "tmux_target": f"{MARK}-unused:0.0", "tmux_socket": f"{TEST_SOCKET_PREFIX}{MARK}-x"})
-        runner = tmp_path / "pointer_runner.sh"
-        runner.write_text(runner_script())
-        env = {**claude.env, "CLAUDE_BIN": str(find_claude_binary()),
-               "KAEL_CMD": f"{procs.CLI} --config {config_path}", "KAEL_WAIT_TIMEOUT": "60"}
-
-        with procs.daemon(config_path, tmp_path / "daemon.stderr"):
-            asked = procs.run_cli(config_path, "request", "--reason", "drill", "--confirm",
-                                  "REBUILD")
-            assert asked.returncode == 0, asked.stderr
-            ran = subprocess.run(["bash", str(runner), str(pointer)], env=env, cwd=claude.cwd,
-                                 input=f"{P_FIRST}\n{P_SECOND}\n", capture_output=True,
-                                 text=True, timeout=180, check=False)
+        place = _pointer_instance(tmp_path, api.url)
+        claude, pointer, config = place.claude, place.pointer, place.config
+        with procs.daemon(place.config_path, tmp_path / "daemon.stderr"):
+            ran = place.request_and_run(find_claude_binary())
         bodies = api.message_bodies()
 
     assert ran.returncode == 0, ran.stderr
@@ -115,26 +144,12 @@ def test_a_program_missing_when_the_runner_starts_the_new_session_brings_the_old
     program.parent.mkdir()
     program.symlink_to(find_claude_binary())
     with StandinAPI(responder) as api:
-        claude = make_claude_env(tmp_path / "claude", api.url)
-        pointer, config_path = tmp_path / "pointer", tmp_path / "kael.toml"
-        config = procs.write_config(config_path, {
-            "project_dir": claude.project_dir, "state_dir": tmp_path / "state",
-            "activation": "pointer", "resume_pointer_path": pointer,
-            "tmux_target": f"{MARK}-unused:0.0", "tmux_socket": f"{TEST_SOCKET_PREFIX}{MARK}-x"})
-        runner = tmp_path / "pointer_runner.sh"
-        runner.write_text(runner_script())
-        env = {**claude.env, "CLAUDE_BIN": str(program),
-               "KAEL_CMD": f"{procs.CLI} --config {config_path}", "KAEL_WAIT_TIMEOUT": "60"}
+        place = _pointer_instance(tmp_path, api.url)
+        claude, pointer, config = place.claude, place.pointer, place.config
         first: list[str] = []
-
-        with procs.daemon(config_path, tmp_path / "daemon.stderr"), \
+        with procs.daemon(place.config_path, tmp_path / "daemon.stderr"), \
                 program_gone_while_switched(program, pointer, first) as events:
-            asked = procs.run_cli(config_path, "request", "--reason", "drill", "--confirm",
-                                  "REBUILD")
-            assert asked.returncode == 0, asked.stderr
-            ran = subprocess.run(["bash", str(runner), str(pointer)], env=env, cwd=claude.cwd,
-                                 input=f"{P_FIRST}\n{P_SECOND}\n", capture_output=True,
-                                 text=True, timeout=180, check=False)
+            ran = place.request_and_run(program)
         bodies = api.message_bodies()
 
     op = procs.latest(config)
