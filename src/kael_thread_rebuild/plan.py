@@ -10,15 +10,16 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from .config import Config
-from .conversation.branch import active_branch
-from .conversation.budget import apply_budget
+from .conversation.branch import Branch, active_branch
+from .conversation.budget import BudgetResult, apply_budget
 from .conversation.dirty import DirtyReport, dirty_report, poison_score
-from .conversation.scan import SecondHalf, scan
+from .conversation.scan import Scan, SecondHalf, scan
 from .conversation.snapshot import Snapshot, find_snapshot
 from .conversation.texts import iter_texts, read_texts
 from .conversation.tokens import estimate_tokens
 from .conversation.turns import Item, TurnList, build_turns
 from .errors import InputError
+from .transcript.reader import ReadStats
 
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
@@ -91,17 +92,8 @@ def build_plan(config: Config, path: Path, *, parallel: bool | None = None,
     PARALLEL: None lets a large file be read by two processes when that is safe. STARTED: a
     child already reading PATH's second part (see `interfaces.prestart`).
     """
-    scanned = scan(path, config.speech_tool_pattern, parallel=parallel, started=started)
-    classifier, tally, stats = scanned.read, scanned.tally, scanned.stats
-    if stats.bytes_read == 0:
-        raise InputError(f"transcript {path} is empty")
-    parsed_lines = stats.lines - len(stats.unreadable_lines) - int(stats.torn_final_line)
-    if stats.unreadable_lines and parsed_lines <= 0:
-        raise InputError(
-            f"transcript {path} is not a Claude Code transcript: none of its "
-            f"{stats.lines} lines is a JSON record"
-        )
-
+    scanned = _scan(config, path, parallel, started)
+    classifier, stats = scanned.read, scanned.stats
     branch = active_branch(classifier.table)
     snapshot = find_snapshot(branch.rows, classifier) if config.freeze_startup_snapshot else None
     built = build_turns(branch.rows, classifier.table, classifier.speech)
@@ -120,42 +112,9 @@ def build_plan(config: Config, path: Path, *, parallel: bool | None = None,
                           config.poison_regex)
 
     by_origin, conversation_bytes, longest = turns.source.summary()
-    source_items = sum(by_origin.values())
-    carried_items = sum(len(turn.items) for turn in budget.selected)
-
-    notes = []
-    if branch.file_order_fallback:
-        notes.append("no record carries a parentUuid link: conversation taken in file order")
-    if branch.bridged_gaps:
-        notes.append(f"{branch.bridged_gaps} missing parent(s) bridged by timestamp (<= 5 s)")
-    if stats.torn_final_line:
-        notes.append("the final line has no newline (a write in progress) and was ignored")
-    if open_tail:
-        verb = "carried, marked unanswered" if config.include_open_tail else "not carried"
-        notes.append(f"the last turn has no reply yet ({verb})")
-
-    reasons = []
-    if stats.unreadable_lines and config.block_on_unreadable_lines:
-        count = len(stats.unreadable_lines)
-        reasons.append(f"{count} unreadable line{'s' if count > 1 else ''} "
-                       f"(first at line {stats.unreadable_lines[0]}) may hold a user's words")
-    if classifier.impossible_lines and config.block_on_unreadable_lines:
-        reasons.append(_impossible_reason(classifier.impossible_lines))
-    if branch.cycle_at_line is not None:
-        reasons.append(f"the parentUuid chain loops at line {branch.cycle_at_line}")
-    if not turns:
-        reasons.append("there is no conversation to carry")
-    if poison >= config.poison_threshold:
-        reasons.append(f"poisoned context: {poison} matches of poison_pattern in the last "
-                       f"{config.poison_window_turns} turns")
-    if budget.overflow_blocked:
-        reasons.append(f"over budget: {budget.estimated_tokens} estimated tokens > "
-                       f"carry_max_tokens {config.carry_max_tokens} (carry_overflow = block)")
-    if config.max_event_chars and longest[0] > config.max_event_chars:
-        reasons.append(f"the speech item at line {longest[1]} has {longest[0]} characters, "
-                       f"over max_event_chars {config.max_event_chars}")
-
-    dirty = dirty_report(tally, conversation_bytes, config.dirty_budget_bytes,
+    reasons = _input_reasons(config, stats, classifier.impossible_lines, branch)
+    reasons += _carry_reasons(config, len(turns), poison, budget, longest)
+    dirty = dirty_report(scanned.tally, conversation_bytes, config.dirty_budget_bytes,
                          classifier.viewed_original_image, config.rebuild_on_original_image_view)
     report = PlanReport(
         source_path=str(path),
@@ -169,8 +128,8 @@ def build_plan(config: Config, path: Path, *, parallel: bool | None = None,
         open_tail_carried=open_tail and config.include_open_tail,
         dropped_oldest_turns=budget.dropped_oldest_turns,
         dropped_open_tail_items=dropped_tail_items,
-        source_speech_items=source_items,
-        carried_speech_items=carried_items,
+        source_speech_items=sum(by_origin.values()),
+        carried_speech_items=sum(len(turn.items) for turn in budget.selected),
         estimated_tokens=budget.estimated_tokens,
         overflow_blocked=budget.overflow_blocked,
         overflow_tokens=budget.overflow_tokens,
@@ -186,11 +145,76 @@ def build_plan(config: Config, path: Path, *, parallel: bool | None = None,
         dropped_leading_assistant_items=built.leading_assistant_items,
         speech_by_origin=by_origin,
         blocked_reason="; ".join(reasons),
-        notes=notes,
+        notes=_notes(config, stats, branch, open_tail),
         dirty=dirty,
     )
     return Plan(report, path, snapshot, budget.selected, classifier.model, classifier.cwd,
                 list(config.speech_tool_pattern))
+
+
+def _scan(config: Config, path: Path, parallel: bool | None,
+          started: SecondHalf | None) -> Scan:
+    """The one pass over PATH; refuses an empty file and one with no JSON record at all."""
+    scanned = scan(path, config.speech_tool_pattern, parallel=parallel, started=started)
+    stats = scanned.stats
+    if stats.bytes_read == 0:
+        raise InputError(f"transcript {path} is empty")
+    parsed_lines = stats.lines - len(stats.unreadable_lines) - int(stats.torn_final_line)
+    if stats.unreadable_lines and parsed_lines <= 0:
+        raise InputError(
+            f"transcript {path} is not a Claude Code transcript: none of its "
+            f"{stats.lines} lines is a JSON record"
+        )
+    return scanned
+
+
+def _notes(config: Config, stats: ReadStats, branch: Branch, open_tail: bool) -> list[str]:
+    """What the report tells without blocking: how the branch was found, what was ignored."""
+    notes = []
+    if branch.file_order_fallback:
+        notes.append("no record carries a parentUuid link: conversation taken in file order")
+    if branch.bridged_gaps:
+        notes.append(f"{branch.bridged_gaps} missing parent(s) bridged by timestamp (<= 5 s)")
+    if stats.torn_final_line:
+        notes.append("the final line has no newline (a write in progress) and was ignored")
+    if open_tail:
+        verb = "carried, marked unanswered" if config.include_open_tail else "not carried"
+        notes.append(f"the last turn has no reply yet ({verb})")
+    return notes
+
+
+def _input_reasons(config: Config, stats: ReadStats, impossible_lines: list[int],
+                   branch: Branch) -> list[str]:
+    """Why the file cannot be trusted to hold every word: unreadable lines, impossible shapes,
+    a looping chain."""
+    reasons = []
+    if stats.unreadable_lines and config.block_on_unreadable_lines:
+        count = len(stats.unreadable_lines)
+        reasons.append(f"{count} unreadable line{'s' if count > 1 else ''} "
+                       f"(first at line {stats.unreadable_lines[0]}) may hold a user's words")
+    if impossible_lines and config.block_on_unreadable_lines:
+        reasons.append(_impossible_reason(impossible_lines))
+    if branch.cycle_at_line is not None:
+        reasons.append(f"the parentUuid chain loops at line {branch.cycle_at_line}")
+    return reasons
+
+
+def _carry_reasons(config: Config, turns: int, poison: int, budget: BudgetResult,
+                   longest: tuple[int, int]) -> list[str]:
+    """Why what would be carried must not be: nothing, poisoned, over budget, an item too long."""
+    reasons = []
+    if not turns:
+        reasons.append("there is no conversation to carry")
+    if poison >= config.poison_threshold:
+        reasons.append(f"poisoned context: {poison} matches of poison_pattern in the last "
+                       f"{config.poison_window_turns} turns")
+    if budget.overflow_blocked:
+        reasons.append(f"over budget: {budget.estimated_tokens} estimated tokens > "
+                       f"carry_max_tokens {config.carry_max_tokens} (carry_overflow = block)")
+    if config.max_event_chars and longest[0] > config.max_event_chars:
+        reasons.append(f"the speech item at line {longest[1]} has {longest[0]} characters, "
+                       f"over max_event_chars {config.max_event_chars}")
+    return reasons
 
 
 def _impossible_reason(lines: list[int], shown: int = 10) -> str:

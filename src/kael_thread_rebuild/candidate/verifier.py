@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from pydantic import BaseModel, ValidationError
 
+from ..claude_code.record_shapes import ASSISTANT, USER
 from ..conversation.records import MARKER, unwrap_snapshot, words_match
 from ..transcript.reader import loads_line, text_bytes
 from .manifest import (
@@ -28,7 +29,6 @@ from .manifest import (
 if TYPE_CHECKING:
     from ..plan import Plan
 
-ALLOWED_TOP_LEVEL_TYPES = ("user", "assistant")
 MAX_ERRORS = 50
 
 
@@ -85,7 +85,7 @@ class _Check:
         where = f"record {item.position}"
         kind = record.get("type")
         self.last_type = kind
-        if kind not in ALLOWED_TOP_LEVEL_TYPES or kind != item.role:
+        if kind not in (USER, ASSISTANT) or kind != item.role:  # a tuple: KIND may be a list
             errors.append(f"{where} has type {kind!r}, expected {item.role!r}")
         record_id = record.get("uuid")
         # Ids are UUID v5 of (session, position, source): distinct positions cannot repeat one.
@@ -143,32 +143,9 @@ def verify_candidate(candidate: Path, manifest_path: Path,
     """Check CANDIDATE against the manifest at MANIFEST_PATH (and PLAN, given), reading both
     files one record and one item at a time."""
     errors: list[str] = []
-    session_id = candidate.stem
-    check = _Check(session_id, errors)
-    expected = _plan_speech(plan)
-    records = items = carried = 0
-    header: ManifestHeader | None = None
+    walk = _Walk(_Check(candidate.stem, errors), _plan_speech(plan))
     try:
-        with candidate.open("rb") as handle:
-            lines = _candidate_records(handle, errors)
-            for entry in read_manifest(manifest_path):
-                if not isinstance(entry, ManifestItem):
-                    header = entry
-                    break
-                items += 1
-                if entry.kind in (ItemKind.speech, ItemKind.compact_summary):
-                    carried += 1
-                    if expected is not None and not _same_speech(next(expected, None), entry):
-                        errors.append("the carried items differ from the plan's selected "
-                                      "speech (order or digest)")
-                        expected = None
-                record = next(lines, None)
-                if record is None:
-                    continue
-                records += 1
-                if len(errors) < MAX_ERRORS:
-                    check.record(record, entry)
-            records += sum(1 for _ in lines)
+        header = walk.run(candidate, manifest_path)
     except OSError as exc:
         return Verification(ok=False, errors=[f"cannot read {exc.filename or manifest_path}: "
                                               f"{exc.strerror or exc}"], records_checked=0)
@@ -177,20 +154,65 @@ def verify_candidate(candidate: Path, manifest_path: Path,
     if header is None:
         return Verification(ok=False, errors=["manifest unreadable: no header"],
                             records_checked=0)
-    if header.new_session_id != session_id:
-        errors.append(f"file name {candidate.name} is not the session id "
-                      f"{header.new_session_id}")
-    if records != items:
-        errors.append(f"{records} records but the manifest lists {items}")
-    if records and check.last_type != "assistant":
-        errors.append("the candidate does not end on an assistant record")
-    errors.extend(_counts(header, carried))
-    if expected is not None and next(expected, None) is not None:
-        errors.append("the carried items differ from the plan's selected speech (order or "
-                      "digest)")
-    if plan is not None and plan.report.source_sha256 != header.source_sha256:
-        errors.append("the manifest names another source digest than the plan")
-    return Verification(ok=not errors, errors=errors[:MAX_ERRORS], records_checked=records)
+    errors.extend(walk.whole(candidate, header, plan))
+    return Verification(ok=not errors, errors=errors[:MAX_ERRORS], records_checked=walk.records)
+
+
+_PLAN_DIFFERS = "the carried items differ from the plan's selected speech (order or digest)"
+
+
+class _Walk:
+    """The candidate's records and the manifest's items read side by side: their counts, the
+    speech items carried, the plan's speech still expected."""
+
+    def __init__(self, check: _Check, expected: Iterator[tuple[str, str]] | None) -> None:
+        self.check = check
+        self.expected = expected
+        self.records = self.items = self.carried = 0
+
+    def run(self, candidate: Path, manifest_path: Path) -> ManifestHeader | None:
+        """Check every record against its item; the manifest's header (None without one)."""
+        header: ManifestHeader | None = None
+        with candidate.open("rb") as handle:
+            lines = _candidate_records(handle, self.check.errors)
+            for entry in read_manifest(manifest_path):
+                if not isinstance(entry, ManifestItem):
+                    header = entry
+                    break
+                self.item(entry, lines)
+            self.records += sum(1 for _ in lines)
+        return header
+
+    def item(self, entry: ManifestItem, lines: Iterator[dict[str, Any]]) -> None:
+        self.items += 1
+        if entry.kind in (ItemKind.speech, ItemKind.compact_summary):
+            self.carried += 1
+            if self.expected is not None and not _same_speech(next(self.expected, None), entry):
+                self.check.errors.append(_PLAN_DIFFERS)
+                self.expected = None
+        record = next(lines, None)
+        if record is None:
+            return
+        self.records += 1
+        if len(self.check.errors) < MAX_ERRORS:
+            self.check.record(record, entry)
+
+    def whole(self, candidate: Path, header: ManifestHeader, plan: Plan | None) -> list[str]:
+        """What is wrong with the candidate as a whole, once every record was read."""
+        problems = []
+        if header.new_session_id != self.check.session_id:
+            problems.append(f"file name {candidate.name} is not the session id "
+                            f"{header.new_session_id}")
+        if self.records != self.items:
+            problems.append(f"{self.records} records but the manifest lists {self.items}")
+        if self.records and self.check.last_type != "assistant":
+            problems.append("the candidate does not end on an assistant record")
+        problems.extend(_counts(header, self.carried))
+        if self.expected is not None and next(self.expected, None) is not None:
+            problems.append(_PLAN_DIFFERS)
+        if plan is not None and plan.report.source_sha256 != header.source_sha256:
+            problems.append("the manifest names another source digest than the plan")
+        return problems
 
 
 def _counts(header: ManifestHeader, carried: int) -> list[str]:

@@ -97,42 +97,85 @@ def active_branch(table: RecordTable) -> Branch:
         return Branch([], 0, False, 0, None)
     if unlinked:
         return Branch(main, 0, True, 0, None)
+    walk = _Walk(table, main)
+    walk.run(leaf)
+    walk.path.reverse()
+    rows = _with_parallel_siblings(table, walk.path, main, walk.visited)
+    return Branch(rows, _abandoned(table, main, rows), False, walk.bridged, walk.cycle_at)
 
-    bridge: _Bridge | None = None
-    visited = RowSet(len(table))
-    path = array("i")
-    bridged = 0
-    cycle_at: int | None = None
-    current: int | None = leaf
-    while current is not None:
-        if current in visited:
-            cycle_at = table.lines[current]
-            break
-        visited.add(current)
-        path.append(current)
-        if table.flags[current] & BOUNDARY:
-            current = table.logical_parent_of(current)
-            if current is None:
-                index = bisect.bisect_left(main, path[-1])
-                current = main[index - 1] if index > 0 else None
-            continue
-        parent = table.parent_of(current)
-        if parent == NO_PARENT:
-            break
-        if parent is None or table.flags[parent] & SIDECHAIN:
-            bridge = bridge or _Bridge(table, main)
-            parent = bridge.find(current, visited)
-            if parent is not None:
-                bridged += 1
-        current = parent
-    path.reverse()
-    rows = _with_parallel_siblings(table, path, main, visited)
-    return Branch(rows, _abandoned(table, main, rows), False, bridged, cycle_at)
+
+class _Walk:
+    """The walk from the leaf back to the root: the path (leaf first), the rows visited, the
+    gaps bridged by time and the line where the chain loops, if it does."""
+
+    def __init__(self, table: RecordTable, main: array[int]) -> None:
+        self.table, self.main = table, main
+        self.bridge: _Bridge | None = None
+        self.visited = RowSet(len(table))
+        self.path = array("i")
+        self.bridged = 0
+        self.cycle_at: int | None = None
+
+    def run(self, leaf: int) -> None:
+        table, visited, path = self.table, self.visited, self.path
+        current: int | None = leaf
+        while current is not None:
+            if current in visited:
+                self.cycle_at = table.lines[current]
+                return
+            visited.add(current)
+            path.append(current)
+            if table.flags[current] & BOUNDARY:
+                current = self._across_boundary(current)
+                continue
+            parent = table.parent_of(current)
+            if parent == NO_PARENT:
+                return
+            if parent is None or table.flags[parent] & SIDECHAIN:
+                parent = self._bridged(current)
+            current = parent
+
+    def _across_boundary(self, row: int) -> int | None:
+        """The record before compaction boundary ROW: its logical parent, or the record just
+        before it in file order."""
+        logical = self.table.logical_parent_of(row)
+        if logical is not None:
+            return logical
+        index = bisect.bisect_left(self.main, row)
+        return self.main[index - 1] if index > 0 else None
+
+    def _bridged(self, row: int) -> int | None:
+        """The newest earlier record at most BRIDGE_MS older than ROW, whose parent is missing."""
+        self.bridge = self.bridge or _Bridge(self.table, self.main)
+        parent = self.bridge.find(row, self.visited)
+        if parent is not None:
+            self.bridged += 1
+        return parent
 
 
 def _with_parallel_siblings(table: RecordTable, path: array[int], main: array[int],
                             on_path: RowSet) -> Sequence[int]:
     """Add off-path records of on-path API messages; each message's records in file order."""
+    groups, recovered = _message_groups(table, path, on_path)
+    if not recovered:
+        return path
+    messages, kinds = table.messages, table.kinds
+    ordered = array("i")
+    placed: set[int] = set()
+    for row in path:
+        code = messages[row]
+        if code < 0 or kinds[row] != ASSISTANT or code not in groups:
+            ordered.append(row)
+        elif code not in placed:
+            placed.add(code)
+            ordered.extend(groups[code])
+    return ordered
+
+
+def _message_groups(table: RecordTable, path: array[int],
+                    on_path: RowSet) -> tuple[dict[int, list[int]], bool]:
+    """The assistant records of each on-path API message of several records (by message code),
+    and whether any of them is off the path."""
     messages, kinds, flags, superseded = table.messages, table.kinds, table.flags, table.superseded
     groups: dict[int, list[int]] = {}
     recovered = False
@@ -147,18 +190,7 @@ def _with_parallel_siblings(table: RecordTable, path: array[int], main: array[in
                 and not flags[r] & SIDECHAIN and r not in superseded]
         groups[code] = rows
         recovered = recovered or any(r not in on_path for r in rows)
-    if not recovered:
-        return path
-    ordered = array("i")
-    placed: set[int] = set()
-    for row in path:
-        code = messages[row]
-        if code < 0 or kinds[row] != ASSISTANT or code not in groups:
-            ordered.append(row)
-        elif code not in placed:
-            placed.add(code)
-            ordered.extend(groups[code])
-    return ordered
+    return groups, recovered
 
 
 def _abandoned(table: RecordTable, main: array[int], branch: Sequence[int]) -> int:

@@ -19,6 +19,22 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from ..claude_code.record_shapes import (
+    COMPACT_BOUNDARY,
+    IMAGE_BLOCK,
+    QUEUED_COMMAND,
+    QUEUED_PROMPT,
+    REGENERATED_ATTACHMENTS,
+    SPEECH_TYPES,
+    SPOKEN_SYSTEM_SUBTYPES,
+    SYNTHETIC_MODEL,
+    TEXT_BLOCK,
+    THINKING_BLOCKS,
+    TOOL_RESULT_BLOCK,
+    TOOL_USE_BLOCK,
+    impossible_shape,
+    user_text,
+)
 from ..transcript import reader
 from ..transcript.reader import text_bytes
 from ..transcript.skeleton import BigText, json_size
@@ -62,17 +78,6 @@ class Dirt(StrEnum):
     sidechain = "sidechain"
     system = "system"
     bookkeeping = "bookkeeping"
-
-
-# Attachments Claude Code regenerates on resume: never part of the frozen startup snapshot.
-REGENERATED_ATTACHMENTS = frozenset({
-    "environment", "model", "deferred_tools_delta", "agent_listing_delta", "skill_listing",
-    "session_context", "date", "remote_session_change", "prompt_snapshot", "auto_mode",
-    "mcp_instructions_delta", "plan_mode", "todo_reminder", "output_style", "token_usage",
-    "budget_usd", "critical_system_reminder",
-})
-# System subtypes whose content Claude Code may show to the model; the rest is bookkeeping.
-SPOKEN_SYSTEM_SUBTYPES = frozenset({"local_command", "informational", "api_error"})
 
 
 @dataclass(slots=True, frozen=True)
@@ -230,6 +235,8 @@ class _Facts:
     snapshot_text: str | None = None
     marker_kind: str | None = None
     message_id: str | None = None
+    # The record's own-candidate marker (MARKER), when it has one with a kind.
+    marker: dict[str, Any] | None = None
 
 
 class SpeechToolMatcher:
@@ -254,51 +261,9 @@ def _size(value: Any) -> int:
     return json_size(value)
 
 
-def _text_of(content: Any) -> str:
-    """User text: the string content, or the text blocks joined by a newline."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(
-            block["text"] for block in content
-            if isinstance(block, dict) and block.get("type") == "text"
-            and isinstance(block.get("text"), str)
-        )
-    return ""
-
-
 def _add(tally: MutableMapping[str, int], category: Dirt, size: int) -> None:
     if size:
         tally[category] = tally.get(category, 0) + size
-
-
-_SPEECH_TYPES = frozenset({"user", "assistant"})
-
-
-def impossible_shape(record: dict[str, Any]) -> str | None:
-    """What makes a user or assistant record something Claude Code cannot have written (its
-    words could be lost without a trace), or None when its shape is possible."""
-    if record.get("type") not in _SPEECH_TYPES:
-        return None
-    if not isinstance(record.get("uuid"), str):
-        return "no uuid"
-    parent = record.get("parentUuid")
-    if parent is not None and not isinstance(parent, str):
-        return "parentUuid is not a string"
-    message = record.get("message")
-    if not isinstance(message, dict):
-        return "message is not an object"
-    content = message.get("content")
-    if isinstance(content, str):
-        return None
-    if not isinstance(content, list):
-        return "content is neither a string nor a list of blocks"
-    for block in content:
-        if not isinstance(block, dict):
-            return "a content block is not an object"
-        if block.get("type") == "text" and not isinstance(block.get("text"), str):
-            return "a text block has no text"
-    return None
 
 
 class Classifier:
@@ -325,7 +290,7 @@ class Classifier:
         if size > reader.LONG_LINE:
             settle(record, self.speech_tools)
         uuid = record.get("uuid")
-        if record.get("type") in _SPEECH_TYPES and impossible_shape(record) is not None:
+        if record.get("type") in SPEECH_TYPES and impossible_shape(record) is not None:
             self.impossible_lines.append(line)
         examined = self._examine(record, size, tally)
         if examined is None or not isinstance(uuid, str):
@@ -361,35 +326,36 @@ class Classifier:
             _add(tally, Dirt.bookkeeping, size)
             return None
         kind = KINDS.get(kind_name, Kind.other)
-        facts = _Facts(flags=SIDECHAIN if record.get("isSidechain") is True else 0)
-        marker = record.get(MARKER)
-        if isinstance(marker, dict):
-            facts.marker_kind = _str_or_none(marker.get("kind"))
-        if not facts.flags & SIDECHAIN:
-            session = record.get("sessionId")
-            if isinstance(session, str):
-                self.session_ids.add(session)
+        facts = self._facts(record)
         message = record.get("message")
         if kind is Kind.user and isinstance(message, dict):
             self._remember_envelope(record)
-            self._user(record, message, facts, tally, marker)
+            self._user(record, message, facts, tally)
         elif kind is Kind.assistant and isinstance(message, dict):
             self._remember_envelope(record)
             self._assistant(record, message, facts, tally)
-            if facts.marker_kind is not None and isinstance(marker, dict):
-                facts.speech = _with_marker_origin(facts.speech, marker)
         elif kind is Kind.attachment:
             self._attachment(record, facts, tally)
         elif kind is Kind.system:
-            if record.get("subtype") == "compact_boundary":
-                facts.flags |= BOUNDARY
-            if record.get("subtype") in SPOKEN_SYSTEM_SUBTYPES:
-                _add(tally, Dirt.system, _size(record.get("content")))
-            else:
-                _add(tally, Dirt.bookkeeping, size)
+            _system(record, facts, size, tally)
         else:
             _add(tally, Dirt.bookkeeping, size)
         return kind, facts
+
+    def _facts(self, record: dict[str, Any]) -> _Facts:
+        """The facts every record kind has: sidechain, our own marker; notes its session."""
+        sidechain = record.get("isSidechain") is True
+        facts = _Facts(flags=SIDECHAIN if sidechain else 0)
+        marker = record.get(MARKER)
+        if isinstance(marker, dict):
+            facts.marker_kind = _str_or_none(marker.get("kind"))
+            if facts.marker_kind is not None:
+                facts.marker = marker
+        if not sidechain:
+            session = record.get("sessionId")
+            if isinstance(session, str):
+                self.session_ids.add(session)
+        return facts
 
     def absorb(self, later: Classifier, line_offset: int) -> None:
         """Take in what another classifier read from the byte range right after this one."""
@@ -416,45 +382,33 @@ class Classifier:
             self.cwd = cwd
 
     def _user(self, record: dict[str, Any], message: dict[str, Any], facts: _Facts,
-              tally: MutableMapping[str, int], marker: Any) -> None:
+              tally: MutableMapping[str, int]) -> None:
         content = message.get("content")
-        if isinstance(content, list):
-            results = [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
-            for block in content:
-                if isinstance(block, dict) and block.get("type") == "image":
-                    _add(tally, Dirt.image, _size(block.get("source")))
-            if results:
-                facts.flags |= TOOL_RESULT
-                for block in results:
-                    self._tool_result(block, tally)
-                return
-        text = _text_of(content)
+        if isinstance(content, list) and self._tool_results(content, facts, tally):
+            return
+        text = user_text(content)
         if facts.flags & SIDECHAIN:
             _add(tally, Dirt.sidechain, _size(text))
-            return
-        if facts.marker_kind is not None:
-            self._own_record(text, facts, marker)
-            return
-        if record.get("isCompactSummary") is True:
+        elif facts.marker is not None:
+            self._own_record(text, facts, facts.marker)
+        elif record.get("isCompactSummary") is True:
             facts.speech = (Speech(Role.user, text, Origin.compact_summary),)
-            return
-        stripped = strip_injected_content(content)
-        _add(tally, Dirt.injected_block, stripped.removed_bytes)
-        if stripped.blocks and text.lstrip().startswith("<system-reminder"):
-            facts.snapshot_text = "\n".join(
-                block.rstrip() for block in stripped.blocks if block.startswith("<system-reminder")
-            )
-        words = stripped.text
-        if not words.strip() or is_interrupted_marker(words):
-            return
-        if is_channel_message(words):
-            facts.speech = (Speech(Role.user, words, Origin.channel),)
-        elif record.get("isMeta") is True:
-            _add(tally, Dirt.meta_injection, _size(words))
         else:
-            queued = record.get("promptSource") == "queued"
-            facts.speech = (Speech(Role.user, words,
-                                   Origin.queued if queued else Origin.terminal),)
+            _typed(record, content, text, facts, tally)
+
+    def _tool_results(self, content: list[Any], facts: _Facts,
+                      tally: MutableMapping[str, int]) -> bool:
+        """Tally a user message's images and tool results; whether it was tool results."""
+        results = [b for b in content if isinstance(b, dict) and b.get("type") == TOOL_RESULT_BLOCK]
+        for block in content:
+            if isinstance(block, dict) and block.get("type") == IMAGE_BLOCK:
+                _add(tally, Dirt.image, _size(block.get("source")))
+        if not results:
+            return False
+        facts.flags |= TOOL_RESULT
+        for block in results:
+            self._tool_result(block, tally)
+        return True
 
     def _own_record(self, text: str, facts: _Facts, marker: dict[str, Any]) -> None:
         kind = facts.marker_kind
@@ -472,7 +426,7 @@ class Classifier:
         inner = block.get("content")
         if isinstance(inner, list):
             for item in inner:
-                if isinstance(item, dict) and item.get("type") == "image":
+                if isinstance(item, dict) and item.get("type") == IMAGE_BLOCK:
                     self.viewed_original_image = True
                     _add(tally, Dirt.image, _size(item.get("source")))
                 elif isinstance(item, dict):
@@ -485,43 +439,49 @@ class Classifier:
         facts.message_id = _str_or_none(message.get("id"))
         content = message.get("content")
         if isinstance(content, str):
-            content = [{"type": "text", "text": content}]
+            content = [{"type": TEXT_BLOCK, "text": content}]
         if not isinstance(content, list):
             return
         model = message.get("model")
         sidechain = bool(facts.flags & SIDECHAIN)
-        not_speech = (
-            sidechain or record.get("isApiErrorMessage") is True or model == "<synthetic>"
+        speaks = not (
+            sidechain or record.get("isApiErrorMessage") is True or model == SYNTHETIC_MODEL
         )
-        if isinstance(model, str) and model != "<synthetic>" and not sidechain:
+        if isinstance(model, str) and model != SYNTHETIC_MODEL and not sidechain:
             self.model = model
         speech: list[Speech] = []
         for block in content:
-            if not isinstance(block, dict):
-                continue
-            block_type = block.get("type")
-            if block_type == "text":
-                text = block.get("text")
-                if not isinstance(text, str):
-                    continue
-                if sidechain:
-                    _add(tally, Dirt.sidechain, _size(text))
-                elif not not_speech and text.strip():
-                    speech.append(Speech(Role.assistant, text, Origin.assistant))
-            elif block_type == "tool_use":
-                speech_text = self._speech_tool_text(block)
-                if speech_text is not None and not not_speech:
-                    speech.append(Speech(Role.assistant, speech_text, Origin.speech_tool))
-                else:
-                    category = Dirt.sidechain if sidechain else Dirt.tool_use
-                    _add(tally, category, _size(block.get("input")) + _size(block.get("name")))
-            elif block_type in ("thinking", "redacted_thinking"):
-                size = _size(block.get("thinking")) + _size(block.get("signature"))
-                _add(tally, Dirt.thinking, size + _size(block.get("data")))
-            elif block_type == "image":
-                self.viewed_original_image = True
-                _add(tally, Dirt.image, _size(block.get("source")))
+            if isinstance(block, dict):
+                said = self._assistant_block(block, sidechain, speaks, tally)
+                if said is not None:
+                    speech.append(said)
         facts.speech = tuple(speech)
+        if facts.marker is not None:
+            facts.speech = _with_marker_origin(facts.speech, facts.marker)
+
+    def _assistant_block(self, block: dict[str, Any], sidechain: bool, speaks: bool,
+                         tally: MutableMapping[str, int]) -> Speech | None:
+        """The speech of one assistant content block, or None (its runtime bytes tallied)."""
+        block_type = block.get("type")
+        if block_type == TEXT_BLOCK:
+            text = block.get("text")
+            if isinstance(text, str) and sidechain:
+                _add(tally, Dirt.sidechain, _size(text))
+            elif isinstance(text, str) and speaks and text.strip():
+                return Speech(Role.assistant, text, Origin.assistant)
+        elif block_type == TOOL_USE_BLOCK:
+            speech_text = self._speech_tool_text(block)
+            if speech_text is not None and speaks:
+                return Speech(Role.assistant, speech_text, Origin.speech_tool)
+            category = Dirt.sidechain if sidechain else Dirt.tool_use
+            _add(tally, category, _size(block.get("input")) + _size(block.get("name")))
+        elif block_type in THINKING_BLOCKS:
+            size = _size(block.get("thinking")) + _size(block.get("signature"))
+            _add(tally, Dirt.thinking, size + _size(block.get("data")))
+        elif block_type == IMAGE_BLOCK:
+            self.viewed_original_image = True
+            _add(tally, Dirt.image, _size(block.get("source")))
+        return None
 
     def _speech_tool_text(self, block: dict[str, Any]) -> str | None:
         name = block.get("name")
@@ -537,14 +497,9 @@ class Classifier:
                     tally: MutableMapping[str, int]) -> None:
         attachment = record.get("attachment")
         kind = attachment.get("type") if isinstance(attachment, dict) else None
-        if isinstance(attachment, dict) and kind == "queued_command":
-            prompt = attachment.get("prompt")
-            mode = attachment.get("commandMode", "prompt")
-            if isinstance(prompt, str) and mode == "prompt" and not facts.flags & SIDECHAIN:
-                words = strip_injected(prompt).text
-                if words.strip():
-                    origin = Origin.channel if is_channel_message(words) else Origin.queued
-                    facts.speech = (Speech(Role.user, words, origin),)
+        if isinstance(attachment, dict) and kind == QUEUED_COMMAND:
+            if not facts.flags & SIDECHAIN:
+                facts.speech = _queued_speech(attachment)
             return
         rendered = record.get("rendered")
         if not isinstance(rendered, list) or not rendered:
@@ -556,6 +511,51 @@ class Classifier:
         _add(tally, Dirt.attachment, _size(text))
         if kind not in REGENERATED_ATTACHMENTS and text.strip() and not facts.flags & SIDECHAIN:
             facts.snapshot_text = text
+
+
+def _typed(record: dict[str, Any], content: Any, text: str, facts: _Facts,
+           tally: MutableMapping[str, int]) -> None:
+    """A user record typed or sent (not a tool result, not ours, not a summary): its words
+    without the injected blocks, and the start-up context those blocks hold."""
+    stripped = strip_injected_content(content)
+    _add(tally, Dirt.injected_block, stripped.removed_bytes)
+    if stripped.blocks and text.lstrip().startswith("<system-reminder"):
+        facts.snapshot_text = "\n".join(
+            block.rstrip() for block in stripped.blocks if block.startswith("<system-reminder")
+        )
+    words = stripped.text
+    if not words.strip() or is_interrupted_marker(words):
+        return
+    if is_channel_message(words):
+        facts.speech = (Speech(Role.user, words, Origin.channel),)
+    elif record.get("isMeta") is True:
+        _add(tally, Dirt.meta_injection, _size(words))
+    else:
+        queued = record.get("promptSource") == QUEUED_PROMPT
+        facts.speech = (Speech(Role.user, words, Origin.queued if queued else Origin.terminal),)
+
+
+def _queued_speech(attachment: dict[str, Any]) -> tuple[Speech, ...]:
+    """The words of a prompt queued while the model was busy (none for a slash command)."""
+    prompt = attachment.get("prompt")
+    if not isinstance(prompt, str) or attachment.get("commandMode", "prompt") != "prompt":
+        return ()
+    words = strip_injected(prompt).text
+    if not words.strip():
+        return ()
+    origin = Origin.channel if is_channel_message(words) else Origin.queued
+    return (Speech(Role.user, words, origin),)
+
+
+def _system(record: dict[str, Any], facts: _Facts, size: int,
+            tally: MutableMapping[str, int]) -> None:
+    subtype = record.get("subtype")
+    if subtype == COMPACT_BOUNDARY:
+        facts.flags |= BOUNDARY
+    if subtype in SPOKEN_SYSTEM_SUBTYPES:
+        _add(tally, Dirt.system, _size(record.get("content")))
+    else:
+        _add(tally, Dirt.bookkeeping, size)
 
 
 SNAPSHOT_OPEN = '<startup-snapshot captured_at="{captured_at}" sha256="{sha256}">\n'

@@ -172,27 +172,36 @@ def start_failed(config: Config, session_id: str, detail: str) -> tuple[Operatio
     if store is None:
         return None, "no operation yet"
     with store.locked():
-        ops = store.list_operations()
-        switched = [op for op in ops if op.switched]
-        op = switched[-1] if switched else None
-        if op is None or op.status is not S.activated or op.new_session_id != session_id:
-            return None, f"no activated rebuild switched to session {session_id} last"
-        if any(other.status in IN_FLIGHT for other in ops):
-            return None, "an operation is in flight"
-        try:
-            unchanged = sha256_file(confined(config.project_dir, f"{session_id}.jsonl")) \
-                == op.candidate_sha256
-        except OSError:
-            unchanged = False
-        if not unchanged:
-            return None, f"session {session_id} has run since the switch (its transcript changed)"
-        if not op.source_path or not confined(config.project_dir, op.source_path).is_file():
-            return None, f"the old session's transcript {op.source_path} is gone"
+        op, why_not = _switched_to_unrun(config, store.list_operations(), session_id)
+        if op is None:
+            return None, why_not
         store.transition(op.operation_id, S.rollback_pending, "the runner could not start the "
                          "new session", error=f"the runner could not start session "
                          f"{session_id}: {detail}")
         return store.transition(op.operation_id, S.rollback_scheduled, "nothing runs: no Stop "
                                 "to wait for"), ""
+
+
+def _switched_to_unrun(config: Config, ops: list[Operation],
+                       session_id: str) -> tuple[Operation | None, str]:
+    """The activated rebuild that switched to SESSION_ID last, while that session never ran and
+    the old one is still there; or None and why not."""
+    switched = [op for op in ops if op.switched]
+    op = switched[-1] if switched else None
+    if op is None or op.status is not S.activated or op.new_session_id != session_id:
+        return None, f"no activated rebuild switched to session {session_id} last"
+    if any(other.status in IN_FLIGHT for other in ops):
+        return None, "an operation is in flight"
+    try:
+        unchanged = sha256_file(confined(config.project_dir, f"{session_id}.jsonl")) \
+            == op.candidate_sha256
+    except OSError:
+        unchanged = False
+    if not unchanged:
+        return None, f"session {session_id} has run since the switch (its transcript changed)"
+    if not op.source_path or not confined(config.project_dir, op.source_path).is_file():
+        return None, f"the old session's transcript {op.source_path} is gone"
+    return op, ""
 
 
 def status(config: Config, operation_id: str | None = None) -> Operation | None:
