@@ -22,7 +22,7 @@ from pydantic import (
 
 from .defaults import DEFAULT_SPEECH_TOOLS
 from .errors import ConfigError
-from .paths import check_path_text, shown
+from .paths import require_path_text, shown
 from .state_layout import (
     BACKUPS,
     CONFIG_ENV,
@@ -181,7 +181,7 @@ class Config(BaseModel):
         if value is None:
             return None
         try:
-            check_path_text(str(value))
+            require_path_text(str(value))
         except ValueError as exc:
             raise ValueError(f"{shown(value)} {exc}") from None
         try:
@@ -302,7 +302,7 @@ def load_config(path: str | os.PathLike[str] | None) -> Config:
             raise ConfigError("config", [problem])
     file = Path(path)
     try:
-        check_path_text(str(file))
+        require_path_text(str(file))
         raw = file.read_bytes()
     except ValueError as exc:
         raise ConfigError(shown(file), [str(exc)]) from None

@@ -35,8 +35,7 @@ from .state_layout import OPERATIONS
 from .switching.base import SwitchBase
 from .switching.factory import make_base
 
-S = OperationStatus
-_WITH_ERROR = frozenset({S.failed, S.rolled_back})
+_WITH_ERROR = frozenset({OperationStatus.failed, OperationStatus.rolled_back})
 
 
 class DaemonBusy(Refused):

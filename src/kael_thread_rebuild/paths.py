@@ -18,7 +18,7 @@ MAX_NAME_BYTES = 255  # NAME_MAX
 SHOWN_CHARS = 80
 
 
-def check_path_text(text: str) -> None:
+def require_path_text(text: str) -> None:
     """Refuse, with one sentence (ValueError), a path the kernel cannot take: one with a NUL,
     longer than PATH_MAX, or with a name longer than NAME_MAX."""
     if "\0" in text:
@@ -71,7 +71,7 @@ def locate_transcript(project: Path, path: str | os.PathLike[str] | None) -> Pat
             raise InputError(f"no transcript (*.jsonl) in project_dir {project}")
         return found[0]
     try:
-        check_path_text(os.fspath(path))
+        require_path_text(os.fspath(path))
     except ValueError as exc:
         raise UsageError(f"transcript {shown(path)} {exc}") from None
     given = Path(path)

@@ -13,9 +13,9 @@ from kael_thread_rebuild.operations.model import (
     Operation,
     OperationNotFound,
     OperationStatus,
-    check_operation_id,
-    check_transition,
     new_operation_id,
+    require_operation_id,
+    require_transition,
     utcnow,
 )
 from kael_thread_rebuild.operations.store import OperationStore
@@ -45,7 +45,7 @@ def test_table_is_the_spec() -> None:
 @pytest.mark.parametrize(("current", "wanted"), [p for p in ALL_PAIRS if p not in SPEC])
 def test_illegal_transition_refused_by_name(current: S, wanted: S) -> None:
     with pytest.raises(IllegalTransition) as caught:
-        check_transition("20260101T000000Z-0000abcd", current, wanted)
+        require_transition("20260101T000000Z-0000abcd", current, wanted)
     message = str(caught.value)
     assert f"{current.value} -> {wanted.value}" in message
     assert isinstance(caught.value, KaelError)
@@ -96,9 +96,9 @@ def test_store_enforces_the_table(store: OperationStore, current: S, wanted: S) 
                                  "20260101T000000Z-0000abcd/../x", ""])
 def test_operation_ids_are_checked(bad: str) -> None:
     with pytest.raises(OperationNotFound):
-        check_operation_id(bad)
+        require_operation_id(bad)
 
 
 def test_generated_ids_sort_by_time() -> None:
     first = new_operation_id()
-    assert check_operation_id(first) == first
+    assert require_operation_id(first) == first

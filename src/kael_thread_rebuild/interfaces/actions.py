@@ -24,7 +24,7 @@ from ..operations import service
 from ..operations.model import IN_FLIGHT, Operation
 from ..operations.service import CANCEL_WORD, REBUILD_WORD, ROLLBACK_WORD, Requested
 from ..operations.stop_hook import record_stop_input
-from ..paths import check_path_text, resolve_transcript, shown
+from ..paths import require_path_text, resolve_transcript, shown
 from ..plan import PlanReport, build_plan
 from ..state_layout import HOOK_LOG, OPERATIONS, WORKER_LOG
 from . import formatters as show
@@ -69,7 +69,7 @@ def _dirty(call: Call, given: TranscriptInput) -> DirtyReport:
 
 def _candidate(call: Call, given: CandidateInput) -> CandidateSummary:
     try:
-        check_path_text(str(given.output_dir))
+        require_path_text(str(given.output_dir))
         output_dir = given.output_dir.expanduser().absolute()
     except (ValueError, RuntimeError) as exc:  # RuntimeError: `~user` of no one
         raise UsageError(f"--output-dir {shown(given.output_dir)} {exc}") from None

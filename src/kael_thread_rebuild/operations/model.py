@@ -30,33 +30,43 @@ class OperationStatus(StrEnum):
     rollback_scheduled = "rollback_scheduled"
 
 
-S = OperationStatus
-
 # Spec §8. One addition: scheduled → cancelled, so that CANCEL also works after the Stop and
 # before the worker claims the operation (both moves happen under the store lock, so they
 # cannot both win).
 TRANSITIONS: dict[OperationStatus, frozenset[OperationStatus]] = {
-    S.pending: frozenset({S.scheduled, S.cancelled, S.failed}),
-    S.scheduled: frozenset({S.running, S.cancelled, S.failed}),
-    S.running: frozenset({S.verifying, S.failed}),
-    S.verifying: frozenset({S.activating, S.failed}),
-    S.activating: frozenset({S.activated, S.rolled_back, S.failed}),
-    S.activated: frozenset({S.rollback_pending}),
-    S.rollback_pending: frozenset({S.rollback_scheduled, S.failed}),
-    S.rollback_scheduled: frozenset({S.rolled_back, S.failed}),
-    S.cancelled: frozenset(),
-    S.failed: frozenset(),
-    S.rolled_back: frozenset(),
+    OperationStatus.pending: frozenset({
+        OperationStatus.scheduled, OperationStatus.cancelled, OperationStatus.failed,
+    }),
+    OperationStatus.scheduled: frozenset({
+        OperationStatus.running, OperationStatus.cancelled, OperationStatus.failed,
+    }),
+    OperationStatus.running: frozenset({OperationStatus.verifying, OperationStatus.failed}),
+    OperationStatus.verifying: frozenset({OperationStatus.activating, OperationStatus.failed}),
+    OperationStatus.activating: frozenset({
+        OperationStatus.activated, OperationStatus.rolled_back, OperationStatus.failed,
+    }),
+    OperationStatus.activated: frozenset({OperationStatus.rollback_pending}),
+    OperationStatus.rollback_pending: frozenset({
+        OperationStatus.rollback_scheduled, OperationStatus.failed,
+    }),
+    OperationStatus.rollback_scheduled: frozenset({
+        OperationStatus.rolled_back, OperationStatus.failed,
+    }),
+    OperationStatus.cancelled: frozenset(),
+    OperationStatus.failed: frozenset(),
+    OperationStatus.rolled_back: frozenset(),
 }
 
 # Settled: nothing is in flight (activated can still be reopened by a rollback request).
-SETTLED = frozenset({S.activated, S.cancelled, S.failed, S.rolled_back})
+SETTLED = frozenset({OperationStatus.activated, OperationStatus.cancelled, OperationStatus.failed,
+                     OperationStatus.rolled_back})
 # Waiting for the next Stop hook.
-WAITING = frozenset({S.pending, S.rollback_pending})
+WAITING = frozenset({OperationStatus.pending, OperationStatus.rollback_pending})
 # Ready for the worker.
-RUNNABLE = frozenset({S.scheduled, S.rollback_scheduled})
+RUNNABLE = frozenset({OperationStatus.scheduled, OperationStatus.rollback_scheduled})
 # Owned by the worker until it settles them.
-IN_FLIGHT = RUNNABLE | {S.running, S.verifying, S.activating}
+IN_FLIGHT = RUNNABLE | {OperationStatus.running, OperationStatus.verifying,
+                        OperationStatus.activating}
 
 OPERATION_ID = re.compile(OPERATION_ID_PATTERN)
 # Claude Code names a session (and its transcript file) by a UUID.
@@ -82,12 +92,13 @@ class OperationNotFound(UsageError):
     """No operation with that id."""
 
 
-def check_transition(operation_id: str, current: OperationStatus, wanted: OperationStatus) -> None:
+def require_transition(operation_id: str, current: OperationStatus,
+                       wanted: OperationStatus) -> None:
     if wanted not in TRANSITIONS[current]:
         raise IllegalTransition(operation_id, current, wanted)
 
 
-def check_operation_id(operation_id: str) -> str:
+def require_operation_id(operation_id: str) -> str:
     """Operation ids become file names: anything but the generated shape is refused."""
     if not OPERATION_ID.fullmatch(operation_id):
         raise OperationNotFound(f"no operation {operation_id!r}: not an operation id")
@@ -149,7 +160,7 @@ class Operation(BaseModel):
 
     operation_id: str
     kind: OperationKind = OperationKind.rebuild
-    status: OperationStatus = S.pending
+    status: OperationStatus = OperationStatus.pending
     created_at: datetime
     updated_at: datetime
     reason: str
@@ -201,4 +212,4 @@ class Operation(BaseModel):
     @property
     def switched(self) -> bool:
         """Whether this operation ever reached the switch."""
-        return any(step.to_status is S.activating for step in self.history)
+        return any(step.to_status is OperationStatus.activating for step in self.history)

@@ -21,19 +21,18 @@ from .model import (
     Operation,
     OperationNotFound,
     OperationStatus,
-    check_operation_id,
     is_session_id,
     new_operation_id,
+    require_operation_id,
     utcnow,
 )
 from .stop_input import StopHookInput, check_stop
 from .store import OperationStore, StrayFile, UntrustedStateDir, trust_problem
 
-S = OperationStatus
 REBUILD_WORD = "REBUILD"
 CANCEL_WORD = "CANCEL"
 ROLLBACK_WORD = "ROLLBACK"
-_JOINABLE = frozenset({S.pending, S.scheduled})
+_JOINABLE = frozenset({OperationStatus.pending, OperationStatus.scheduled})
 
 
 def open_store(config: Config) -> OperationStore:
@@ -58,13 +57,13 @@ def _reading_store(config: Config, operation_id: str | None = None) -> Operation
 def _checked_id(operation_id: str) -> str:
     """OPERATION_ID when it has the shape of one; refused naming it shortened otherwise."""
     try:
-        return check_operation_id(operation_id)
+        return require_operation_id(operation_id)
     except OperationNotFound:
         raise OperationNotFound(f"no operation '{shown(operation_id)}': not an operation "
                                 "id") from None
 
 
-def check_reason(reason: str) -> str:
+def require_reason(reason: str) -> str:
     """The reason as recorded (stripped); refused when empty or over MAX_REASON_CHARS."""
     if len(reason) > MAX_REASON_CHARS:
         raise UsageError(f"the reason has {len(reason)} characters; at most "
@@ -91,15 +90,15 @@ def request_rebuild(config: Config, reason: str, confirmation: str,
                     requested_by: str = "cli") -> Requested:
     """Record a pending rebuild; it runs after the next Stop. Joins one already waiting."""
     _require_word(confirmation, REBUILD_WORD, "request a rebuild")
-    reason = check_reason(reason)
+    reason = require_reason(reason)
     store = open_store(config)
     with store.locked():
         active = store.active()
         if active is not None:
             if active.status in _JOINABLE:
                 return Requested(operation=active, joined_existing=True)
-            what = "a rollback" if active.status in (S.rollback_pending,
-                                                     S.rollback_scheduled) else "a rebuild"
+            rollback = (OperationStatus.rollback_pending, OperationStatus.rollback_scheduled)
+            what = "a rollback" if active.status in rollback else "a rebuild"
             raise Refused(f"operation {active.operation_id} ({what}) is {active.status.value}; "
                           "wait for it to finish")
         now = utcnow()
@@ -124,7 +123,7 @@ def cancel(config: Config, operation_id: str, confirmation: str) -> Operation:
         if op.status not in _JOINABLE:
             raise Refused(f"operation {operation_id} is {op.status.value}; only a pending or "
                           "scheduled operation can be cancelled")
-        return store.transition(operation_id, S.cancelled, "cancelled on request")
+        return store.transition(operation_id, OperationStatus.cancelled, "cancelled on request")
 
 
 def rollback_request(config: Config, operation_id: str, confirmation: str) -> Operation:
@@ -134,7 +133,7 @@ def rollback_request(config: Config, operation_id: str, confirmation: str) -> Op
     store = open_store(config)
     with store.locked():
         op = store.load(operation_id)
-        if op.status is not S.activated:
+        if op.status is not OperationStatus.activated:
             raise Refused(f"operation {operation_id} is {op.status.value}; only an activated "
                           "operation can be rolled back")
         for other in store.list_operations():
@@ -149,7 +148,8 @@ def rollback_request(config: Config, operation_id: str, confirmation: str) -> Op
         if not op.source_path or not confined(config.project_dir, op.source_path).is_file():
             raise Refused(f"the old session's transcript {op.source_path} is gone; "
                           "nothing to roll back to")
-        return store.transition(operation_id, S.rollback_pending, "rollback requested")
+        return store.transition(operation_id, OperationStatus.rollback_pending,
+                                "rollback requested")
 
 
 def start_failed(config: Config, session_id: str, detail: str) -> tuple[Operation | None, str]:
@@ -175,11 +175,11 @@ def start_failed(config: Config, session_id: str, detail: str) -> tuple[Operatio
         op, why_not = _switched_to_unrun(config, store.list_operations(), session_id)
         if op is None:
             return None, why_not
-        store.transition(op.operation_id, S.rollback_pending, "the runner could not start the "
-                         "new session", error=f"the runner could not start session "
-                         f"{session_id}: {detail}")
-        return store.transition(op.operation_id, S.rollback_scheduled, "nothing runs: no Stop "
-                                "to wait for"), ""
+        store.transition(op.operation_id, OperationStatus.rollback_pending,
+                         "the runner could not start the new session",
+                         error=f"the runner could not start session {session_id}: {detail}")
+        return store.transition(op.operation_id, OperationStatus.rollback_scheduled,
+                                "nothing runs: no Stop to wait for"), ""
 
 
 def _switched_to_unrun(config: Config, ops: list[Operation],
@@ -188,7 +188,7 @@ def _switched_to_unrun(config: Config, ops: list[Operation],
     the old one is still there; or None and why not."""
     switched = [op for op in ops if op.switched]
     op = switched[-1] if switched else None
-    if op is None or op.status is not S.activated or op.new_session_id != session_id:
+    if op is None or op.status is not OperationStatus.activated or op.new_session_id != session_id:
         return None, f"no activated rebuild switched to session {session_id} last"
     if any(other.status in IN_FLIGHT for other in ops):
         return None, "an operation is in flight"
@@ -240,32 +240,34 @@ def record_stop(config: Config, hook_input: StopHookInput,
         op = store.active()
         if op is None or op.status not in WAITING:
             return None
-        if op.status is S.pending:
+        if op.status is OperationStatus.pending:
             if isinstance(facts, str):
-                return store.transition(op.operation_id, S.failed, "Stop hook input refused",
-                                        error=facts)
-            return store.transition(op.operation_id, S.scheduled, "Stop received", hook=facts,
+                return store.transition(op.operation_id, OperationStatus.failed,
+                                        "Stop hook input refused", error=facts)
+            return store.transition(op.operation_id, OperationStatus.scheduled, "Stop received",
+                                    hook=facts,
                                     source_path=facts.transcript_path,
                                     source_session_id=facts.session_id)
         if not isinstance(facts, str) and facts.session_id != op.new_session_id:
             facts = (f"the Stop came from session {facts.session_id}, not from the rebuilt "
                      f"session {op.new_session_id}")
         if isinstance(facts, str):
-            return store.transition(op.operation_id, S.failed, "Stop hook input refused",
+            return store.transition(op.operation_id, OperationStatus.failed,
+                                    "Stop hook input refused",
                                     error=f"rollback not performed: {facts}; the rebuilt "
                                           "session still runs")
-        return store.transition(op.operation_id, S.rollback_scheduled, "Stop received",
-                                rollback_hook=facts)
+        return store.transition(op.operation_id, OperationStatus.rollback_scheduled,
+                                "Stop received", rollback_hook=facts)
 
 
 def failed(op: Operation) -> bool:
     """Whether a settled operation did not do what was asked: failed, or a rebuild that fell
     back to the old session, also when the pointer runner could not start the new one (a
     requested rollback that ends rolled_back succeeded, and records no error)."""
-    if op.status is S.failed:
+    if op.status is OperationStatus.failed:
         return True
-    asked_back = any(step.to_status is S.rollback_scheduled for step in op.history)
-    return op.status is S.rolled_back and (not asked_back or bool(op.error))
+    asked_back = any(step.to_status is OperationStatus.rollback_scheduled for step in op.history)
+    return op.status is OperationStatus.rolled_back and (not asked_back or bool(op.error))
 
 
 def wait(config: Config, operation_id: str | None, timeout: float) -> Operation | None:

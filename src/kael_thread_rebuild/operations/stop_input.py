@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict
 from ..config import Config
 from ..defaults import STOP_INPUT_MAX_BYTES
 from ..errors import KaelError, UsageError
-from ..paths import check_path_text, resolve_transcript
+from ..paths import require_path_text, resolve_transcript
 from ..switching.base import SwitchBase
 from ..transcript.reader import loads_line
 from .model import HookFacts, is_session_id, utcnow
@@ -87,7 +87,7 @@ def _named_transcript(config: Config, given: Path) -> Path:
     if given.exists() or given.is_symlink():
         return resolve_transcript(config, given)
     try:
-        check_path_text(str(given))
+        require_path_text(str(given))
     except ValueError as exc:
         raise UsageError(f"the Stop hook's transcript_path {str(given)[:200]!r} {exc}") from None
     return given.parent.resolve() / given.name

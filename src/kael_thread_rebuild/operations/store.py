@@ -37,8 +37,8 @@ from .model import (
     OperationNotFound,
     OperationStatus,
     Transition,
-    check_operation_id,
-    check_transition,
+    require_operation_id,
+    require_transition,
     utcnow,
 )
 from .statuses import entries, is_record_name, statuses
@@ -131,17 +131,17 @@ class OperationStore:
     # -- reading (safe without the lock: records are replaced atomically) --------------------
 
     def record_path(self, operation_id: str) -> Path:
-        return confined(self.operations_dir, f"{check_operation_id(operation_id)}.json")
+        return confined(self.operations_dir, f"{require_operation_id(operation_id)}.json")
 
     def backup_dir(self, operation_id: str) -> Path:
         """The operation's backup dir, created 0700 on first use."""
-        return make_private_dir(confined(self.backups_dir, check_operation_id(operation_id)))
+        return make_private_dir(confined(self.backups_dir, require_operation_id(operation_id)))
 
     def candidate_dir(self, operation_id: str) -> Path:
         """Where a failed operation's candidate is kept, out of Claude Code's `/resume` list;
         created 0700 on first use."""
         make_private_dir(self.candidates_dir)
-        return make_private_dir(confined(self.candidates_dir, check_operation_id(operation_id)))
+        return make_private_dir(confined(self.candidates_dir, require_operation_id(operation_id)))
 
     def load(self, operation_id: str) -> Operation:
         path = self.record_path(operation_id)
@@ -220,7 +220,7 @@ class OperationStore:
         """Move the operation to TO (refused by name when illegal), applying CHANGES with it."""
         with self._lock:
             op = self.load(operation_id)
-            check_transition(operation_id, op.status, to)
+            require_transition(operation_id, op.status, to)
             now = utcnow()
             step = Transition(from_status=op.status, to_status=to, at=now, note=note)
             return self._write(op, changes, status=to, updated_at=now,

@@ -61,13 +61,13 @@ from .switchover import (
     switch_done,
 )
 
-S = OperationStatus
 StepHook = Callable[[str], None]
 
 # (switch step, health step, record field for the argv) per direction.
 _TO_NEW = ("switch", "health", "resume_argv")
 _TO_OLD = ("switch_back", "health_old", "rollback_argv")
-_BEFORE_SWITCH = frozenset({S.pending, S.scheduled, S.running, S.verifying})
+_BEFORE_SWITCH = frozenset({OperationStatus.pending, OperationStatus.scheduled,
+                            OperationStatus.running, OperationStatus.verifying})
 
 
 class _Abort(Exception):
@@ -84,9 +84,9 @@ def run_operation(config: Config, store: OperationStore, base: SwitchBase, opera
     """Drive a scheduled (or rollback_scheduled) operation to a settled state."""
     op = store.load(operation_id)
     run = _Run(config, store, base, op, on_step)
-    if op.status is S.scheduled:
+    if op.status is OperationStatus.scheduled:
         return run.rebuild()
-    if op.status is S.rollback_scheduled:
+    if op.status is OperationStatus.rollback_scheduled:
         return run.rollback()
     raise Refused(f"operation {operation_id} is {op.status.value}; only scheduled and "
                   "rollback_scheduled operations run")
@@ -141,7 +141,7 @@ class _Run:
     # -- a rebuild -----------------------------------------------------------------------------
 
     def rebuild(self) -> Operation:
-        self.move(S.running, "worker started")
+        self.move(OperationStatus.running, "worker started")
         try:
             self.prepare()
         except _Abort as abort:
@@ -162,7 +162,7 @@ class _Run:
             raise _Abort(f"the target's identity cannot be read: {exc}") from None
         self.update(identity_before=identity,
                     base_reports_session=read_running(self.base) is not None)
-        self.check_claude(identity)
+        self.require_claude_of_stop(identity)
         self.step("check_start")
         problem = start_problem(self.base, self.old_id)
         if problem:
@@ -190,17 +190,18 @@ class _Run:
                     manifest_path=str(self.in_project(f"{new_id}{MANIFEST_SUFFIX}")))
         self.step("write_candidate")
         result = write_candidate(plan, self.config.project_dir, self.config, session_id=new_id)
-        self.move(S.verifying, "candidate written", candidate_sha256=result.candidate_sha256,
-                  manifest_summary=_summary(result), verification=result.verification)
+        self.move(OperationStatus.verifying, "candidate written",
+                  candidate_sha256=result.candidate_sha256, manifest_summary=_summary(result),
+                  verification=result.verification)
 
         self.step("verify")
         if not result.verification.ok:
             errors = result.verification.errors
             raise _Abort(f"the candidate failed verification: {errors[0] if errors else '?'} "
                          f"({len(errors)} problem(s))")
-        self.check_before_switch(source, candidate)
+        self.require_unchanged_since_prepare(source, candidate)
 
-    def check_claude(self, identity: Identity) -> None:
+    def require_claude_of_stop(self, identity: Identity) -> None:
         """The target must run the Claude Code process that sent the Stop: a pane or unit that
         runs no registered Claude Code, or another session, is never switched ("nothing is
         registered" is not "cannot tell")."""
@@ -209,7 +210,7 @@ class _Run:
             return
         if running is None:
             raise _Abort(f"no Claude Code process of session {self.old_id} runs in the target "
-                         f"({_show(identity)}): it was quit or replaced", conflict=True)
+                         f"({_identity_text(identity)}): it was quit or replaced", conflict=True)
         raise _Abort(f"the target runs session {running}, not session {self.old_id} that sent "
                      "the Stop", conflict=True)
 
@@ -259,7 +260,7 @@ class _Run:
                              "Stop hook is still running or the session went on")
             time.sleep(interval)
 
-    def check_before_switch(self, source: Path, candidate: Path) -> None:
+    def require_unchanged_since_prepare(self, source: Path, candidate: Path) -> None:
         self.step("check_source")
         try:
             digest = sha256_file(source)
@@ -270,8 +271,9 @@ class _Run:
         self.step("check_identity")
         now = read_identity(self.base)
         if not same_target(now, self.op.identity_before):
-            raise _Abort(f"the target changed since prepare ({_show(self.op.identity_before)} "
-                         f"-> {_show(now)})", conflict=True)
+            before = _identity_text(self.op.identity_before)
+            raise _Abort(f"the target changed since prepare ({before} -> {_identity_text(now)})",
+                         conflict=True)
         self.step("check_transcripts")
         changed = changed_transcripts(self.snapshot, snapshot_transcripts(self.config.project_dir),
                                       {source.name, candidate.name})
@@ -280,7 +282,7 @@ class _Run:
                          "active in project_dir", conflict=True)
 
     def activate(self) -> Operation:
-        self.move(S.activating, "checks passed")
+        self.move(OperationStatus.activating, "checks passed")
         problem = self.bring_up(self.new_id, _TO_NEW)
         if not problem:
             return self.settle_activated("the new session is healthy")
@@ -299,11 +301,12 @@ class _Run:
                             self.config.stability_interval_seconds,
                             self.config.stability_timeout_seconds)
             except (KaelError, OSError, _Abort) as exc:
-                return self.move(S.failed, "rollback refused", error=f"rollback not performed: "
-                                 f"{exc}; the rebuilt session still runs")
+                return self.move(OperationStatus.failed, "rollback refused",
+                                 error=f"rollback not performed: {exc}; the rebuilt session "
+                                 "still runs")
         self.step("check_identity")
         if not same_target(read_identity(self.base), self.op.identity_after):
-            return self.move(S.failed, "rollback refused", session_conflict=True,
+            return self.move(OperationStatus.failed, "rollback refused", session_conflict=True,
                              error="rollback not performed: the target changed since activation; "
                                    "the rebuilt session still runs")
         problem = self.bring_up(self.old_id, _TO_OLD)
@@ -311,11 +314,12 @@ class _Run:
             return self.restore_new(f"rollback failed: {problem}")
         if self.op.error:  # the pointer runner could not start the new session: it never ran
             self.step("move_candidate")
-            return self.move(S.rolled_back, "returned to the old session", rollback_ok=True,
+            return self.move(OperationStatus.rolled_back, "returned to the old session",
+                             rollback_ok=True,
                              error=f"{self.op.error}; the old session was resumed",
                              identity_after=read_identity(self.base), switch_target=None,
                              candidate_path=self.move_candidate_out()["candidate_path"])
-        return self.move(S.rolled_back, "rolled back on request", rollback_ok=True,
+        return self.move(OperationStatus.rolled_back, "rolled back on request", rollback_ok=True,
                          identity_after=read_identity(self.base), switch_target=None)
 
     # -- shared endings ------------------------------------------------------------------------
@@ -347,7 +351,7 @@ class _Run:
     def settle_activated(self, note: str) -> Operation:
         self.step("archive_manifest")
         manifest = self.archive_manifest()
-        return self.move(S.activated, note, identity_after=read_identity(self.base),
+        return self.move(OperationStatus.activated, note, identity_after=read_identity(self.base),
                          switch_target=None, manifest_path=str(manifest))
 
     def restore_old(self, problem: str, known: Identity | None = None) -> Operation:
@@ -355,11 +359,12 @@ class _Run:
         identity = read_identity(self.base)
         if not again:
             self.step("move_candidate")
-            return self.move(S.rolled_back, "returned to the old session", rollback_ok=True,
-                             error=f"{problem}; the old session was resumed",
+            return self.move(OperationStatus.rolled_back, "returned to the old session",
+                             rollback_ok=True, error=f"{problem}; the old session was resumed",
                              identity_after=identity, switch_target=None,
                              **self.move_candidate_out())
-        return self.move(S.failed, "the old session did not come back", rollback_ok=False,
+        return self.move(OperationStatus.failed, "the old session did not come back",
+                         rollback_ok=False,
                          error=f"{problem}; resuming the old session failed too: {again}",
                          identity_after=identity, switch_target=None)
 
@@ -367,14 +372,14 @@ class _Run:
         again = self.bring_up(self.new_id, _TO_NEW, known)
         outcome = ("the rebuilt session was resumed" if not again
                    else f"resuming the rebuilt session failed too: {again}")
-        return self.move(S.failed, "rollback failed", rollback_ok=False,
+        return self.move(OperationStatus.failed, "rollback failed", rollback_ok=False,
                          error=f"{problem}; {outcome}", identity_after=read_identity(self.base),
                          switch_target=None)
 
     def fail_unswitched(self, reason: str, conflict: bool = False) -> Operation:
         self.step("move_candidate")
-        return self.move(S.failed, "nothing switched", error=reason, session_conflict=conflict,
-                         switch_target=None, **self.move_candidate_out())
+        return self.move(OperationStatus.failed, "nothing switched", error=reason,
+                         session_conflict=conflict, switch_target=None, **self.move_candidate_out())
 
     def move_candidate_out(self) -> dict[str, str | None]:
         """Move the candidate and its manifest out of project_dir into the operation's
@@ -426,12 +431,13 @@ class _Run:
         if status in _BEFORE_SWITCH:
             return self.fail_unswitched(f"interrupted before switching: the operation was "
                                         f"{status.value} when the worker stopped")
-        if status is S.rollback_pending:
-            return self.move(S.failed, "recovered", error="rollback not performed: interrupted "
-                             "while waiting for the Stop; the rebuilt session still runs")
-        if status is S.activating:
+        if status is OperationStatus.rollback_pending:
+            return self.move(OperationStatus.failed, "recovered",
+                             error="rollback not performed: interrupted while waiting for the "
+                             "Stop; the rebuilt session still runs")
+        if status is OperationStatus.activating:
             return self.recover_activating()
-        if status is S.rollback_scheduled:
+        if status is OperationStatus.rollback_scheduled:
             return self.recover_rollback()
         return self.op
 
@@ -459,15 +465,16 @@ class _Run:
         unchanged = same_target(read_identity(self.base), after)
         if target is None or (target == self.old_id and unchanged):
             if unchanged:
-                return self.move(S.failed, "recovered", error="rollback not performed: "
-                                 "interrupted before switching; the rebuilt session still runs")
-            return self.move(S.failed, "recovered", session_conflict=True,
+                return self.move(OperationStatus.failed, "recovered",
+                                 error="rollback not performed: interrupted before switching; "
+                                 "the rebuilt session still runs")
+            return self.move(OperationStatus.failed, "recovered", session_conflict=True,
                              error="rollback not performed: the target changed since "
                                    "activation; the rebuilt session still runs")
         if target == self.old_id:
             problem = self.bring_up(self.old_id, _TO_OLD, self.op.identity_before)
             if not problem:
-                return self.move(S.rolled_back, "recovered: the old session runs",
+                return self.move(OperationStatus.rolled_back, "recovered: the old session runs",
                                  rollback_ok=True, identity_after=read_identity(self.base),
                                  switch_target=None)
             return self.restore_new(f"rollback interrupted, and the old session is not "
@@ -482,7 +489,7 @@ def _need(value: str | None, what: str) -> str:
     return value
 
 
-def _show(identity: Identity | None) -> str:
+def _identity_text(identity: Identity | None) -> str:
     if identity is None:
         return "unreadable"
     return ", ".join(f"{key}={value}" for key, value in sorted(identity.token.items()))
