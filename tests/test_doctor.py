@@ -561,7 +561,7 @@ def test_stuck_operation(make_config: ConfigFactory, layout: Layout) -> None:
         assert f"--operation {op.operation_id} --confirm CANCEL" in check.fix
 
         store = OperationStore(config.state_dir)
-        store.transition(op.operation_id, service.S.scheduled, "test")
+        store.transition(op.operation_id, S.scheduled, "test")
         check = by_name(run_doctor(config, now=later))["operations"]
         assert not check.ok and "serve" in check.fix
     finally:
