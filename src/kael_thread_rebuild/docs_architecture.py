@@ -8,7 +8,6 @@ and `<!-- /prose -->` is kept from the page as it is (edit it there).
 
 from __future__ import annotations
 
-import argparse
 import ast
 import re
 import sys
@@ -16,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .fsutil import atomic_write_text
+from .docs_config import page_arguments, publish
 from .interfaces.actions import ACTIONS
 
 PACKAGE = Path(__file__).resolve().parent
@@ -228,24 +227,17 @@ def render(prose: dict[str, str]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m kael_thread_rebuild.docs_architecture",
-        description="Print docs/architecture.md, generated from the source tree; its prose "
-                    "sections are kept from the page at --write (or --prose-from).")
-    parser.add_argument("--write", metavar="PATH", type=Path,
-                        help="write the page to PATH (atomically) instead of printing it")
+    parser = page_arguments(
+        "python -m kael_thread_rebuild.docs_architecture",
+        "Print docs/architecture.md, generated from the source tree; its prose sections are "
+        "kept from the page at --write (or --prose-from).")
     parser.add_argument("--prose-from", metavar="PATH", type=Path,
                         help="take the prose from PATH (default: the page at --write, or "
                              "docs/architecture.md of this checkout)")
     args = parser.parse_args(argv)
     source = args.prose_from or args.write or PACKAGE.parents[1] / "docs" / "architecture.md"
     prose = read_prose(source.read_text(encoding="utf-8")) if source.is_file() else {}
-    page = render(prose)
-    if args.write:
-        atomic_write_text(args.write, page, 0o644)
-    else:
-        sys.stdout.write(page)
-    return 0
+    return publish(render(prose), args.write)
 
 
 if __name__ == "__main__":

@@ -170,19 +170,27 @@ def render() -> str:
     return INTRO + table() + OUTRO
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m kael_thread_rebuild.docs_config",
-        description="Print docs/configuration.md, generated from the config model.")
+def page_arguments(prog: str, description: str) -> argparse.ArgumentParser:
+    """The command line of a page generator: `--write PATH`, or print the page."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("--write", metavar="PATH", type=Path,
                         help="write the page to PATH (atomically) instead of printing it")
-    args = parser.parse_args(argv)
-    page = render()
-    if args.write:
-        atomic_write_text(args.write, page, 0o644)
+    return parser
+
+
+def publish(page: str, target: Path | None) -> int:
+    """Write PAGE to TARGET (atomically, 0644), or print it when TARGET is None."""
+    if target:
+        atomic_write_text(target, page, 0o644)
     else:
         sys.stdout.write(page)
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = page_arguments("python -m kael_thread_rebuild.docs_config",
+                            "Print docs/configuration.md, generated from the config model.")
+    return publish(render(), parser.parse_args(argv).write)
 
 
 if __name__ == "__main__":
