@@ -156,6 +156,28 @@ def test_impossible_shapes_block_with_their_line_numbers(setup: tuple[Path, Path
     assert report["carried_speech_items"] == 4
 
 
+def test_a_record_whose_type_is_not_a_string_is_tolerated(
+        setup: tuple[Path, Path, Path]) -> None:
+    """Any JSON value may stand where Claude Code writes a type: such a record is of an unknown
+    type (tolerated, like any other), never a crash."""
+    project, out, config = setup
+    b = TranscriptBuilder()
+    b.user("first words")
+    b.say("first answer")
+    for odd in (["user"], {"type": "user"}, None, 7):
+        b.add(b._envelope("user", type=odd, message={"role": "user", "content": "odd words"}),
+              link=False)
+    b.user("last words")
+    b.say("last answer")
+    path = b.write(project / f"{b.session_id}.jsonl")
+
+    report = _plan(config, path)
+    assert report["impossible_lines"] == [] and report["blocked_reason"] == ""
+    assert report["carried_speech_items"] == 4
+    made = _candidate(config, out, path)
+    assert made.returncode == 0, made.stderr
+
+
 def test_a_users_own_tags_inside_a_line_are_carried(setup: tuple[Path, Path, Path]) -> None:
     project, out, config = setup
     b = TranscriptBuilder()

@@ -44,9 +44,9 @@ REGENERATED_ATTACHMENTS = frozenset({
 SPOKEN_SYSTEM_SUBTYPES = frozenset({"local_command", "informational", "api_error"})
 
 
-def is_block(block: object, block_type: str) -> bool:
-    """Whether BLOCK is a content block of type BLOCK_TYPE."""
-    return isinstance(block, dict) and block.get("type") == block_type
+def is_speech_type(record_type: object) -> bool:
+    """Whether a record's `type` is one that carries a message (any JSON value may come)."""
+    return isinstance(record_type, str) and record_type in SPEECH_TYPES
 
 
 def user_text(content: Any) -> str:
@@ -65,7 +65,7 @@ def user_text(content: Any) -> str:
 def impossible_shape(record: dict[str, Any]) -> str | None:
     """What makes a user or assistant record something Claude Code cannot have written (its
     words could be lost without a trace), or None when its shape is possible."""
-    if record.get("type") not in SPEECH_TYPES:
+    if not is_speech_type(record.get("type")):
         return None
     if not isinstance(record.get("uuid"), str):
         return "no uuid"

@@ -25,7 +25,6 @@ from ..claude_code.record_shapes import (
     QUEUED_COMMAND,
     QUEUED_PROMPT,
     REGENERATED_ATTACHMENTS,
-    SPEECH_TYPES,
     SPOKEN_SYSTEM_SUBTYPES,
     SYNTHETIC_MODEL,
     TEXT_BLOCK,
@@ -33,6 +32,7 @@ from ..claude_code.record_shapes import (
     TOOL_RESULT_BLOCK,
     TOOL_USE_BLOCK,
     impossible_shape,
+    is_speech_type,
     user_text,
 )
 from ..transcript import reader
@@ -290,7 +290,7 @@ class Classifier:
         if size > reader.LONG_LINE:
             settle(record, self.speech_tools)
         uuid = record.get("uuid")
-        if record.get("type") in SPEECH_TYPES and impossible_shape(record) is not None:
+        if is_speech_type(record.get("type")) and impossible_shape(record) is not None:
             self.impossible_lines.append(line)
         examined = self._examine(record, size, tally)
         if examined is None or not isinstance(uuid, str):
