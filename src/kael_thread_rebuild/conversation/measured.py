@@ -12,6 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..claude_code.record_shapes import (
+    IMAGE_BLOCK,
+    THINKING_BLOCKS,
+    TOOL_RESULT_BLOCK,
+    TOOL_USE_BLOCK,
+)
 from ..transcript.skeleton import materialize
 
 # Fields of a record the classifier reads as text; "message" and "attachment" are sorted below.
@@ -23,11 +29,10 @@ _READ = frozenset({
 _ATTACHMENT_READ = ("type", "prompt", "commandMode")
 # Per content block type: the fields only measured.
 _MEASURED = {
-    "tool_result": frozenset({"content"}),
-    "thinking": frozenset({"thinking", "signature", "data"}),
-    "redacted_thinking": frozenset({"thinking", "signature", "data"}),
-    "image": frozenset({"source"}),
-    "tool_use": frozenset({"input"}),
+    TOOL_RESULT_BLOCK: frozenset({"content"}),
+    **{thinking: frozenset({"thinking", "signature", "data"}) for thinking in THINKING_BLOCKS},
+    IMAGE_BLOCK: frozenset({"source"}),
+    TOOL_USE_BLOCK: frozenset({"input"}),
 }
 
 
@@ -57,7 +62,7 @@ def _settle_message(message: dict[str, Any], speech_tool: Callable[[str], bool])
 def _settle_block(block: dict[str, Any], speech_tool: Callable[[str], bool]) -> None:
     kind, name = materialize(block.get("type")), materialize(block.get("name"))
     measured = _MEASURED.get(kind, frozenset()) if isinstance(kind, str) else frozenset()
-    if kind == "tool_use" and isinstance(name, str) and speech_tool(name):
+    if kind == TOOL_USE_BLOCK and isinstance(name, str) and speech_tool(name):
         measured = frozenset()
     for key, value in block.items():
         if key not in measured:

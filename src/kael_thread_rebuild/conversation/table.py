@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import IntEnum
 
+from ..claude_code.record_shapes import ASSISTANT, ATTACHMENT, SYSTEM, USER
 from ..transcript.reader import text_bytes
 from .arrays import IdentityArray, append_wide, extend_wide
 from .interner import EMPTY, Interner
@@ -28,8 +29,8 @@ class Kind(IntEnum):
     system = 4
 
 
-KINDS = {"user": Kind.user, "assistant": Kind.assistant, "attachment": Kind.attachment,
-         "system": Kind.system}
+KINDS = {USER: Kind.user, ASSISTANT: Kind.assistant, ATTACHMENT: Kind.attachment,
+         SYSTEM: Kind.system}
 
 SIDECHAIN = 1
 BOUNDARY = 2
