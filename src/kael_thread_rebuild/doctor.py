@@ -28,23 +28,24 @@ import orjson
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from . import __version__
-from .claude_cli import (
+from .claude_code import live as claude_live
+from .claude_code import registry
+from .claude_code.command_line import (
     NoClaude,
     StartCommandError,
     claude_arguments,
     flag_groups,
-    hook_option,
     missing_flags,
     prompt_words,
-    resume_from_argv,
-    runs_hook_stop,
 )
-from .claude_code import live as claude_live
+from .claude_code.project_dir import encode_project_dir
+from .claude_code.settings import hook_option, runs_hook_stop
+from .claude_code.start_command import resume_from_argv
 from .config import Activation, Config
 from .errors import KaelError
 from .operations.model import WAITING, Operation, utcnow
 from .operations.store import DIR_MODE, OperationStore, UntrustedStateDir
-from .paths import encode_project_dir, transcripts
+from .paths import transcripts
 from .state_layout import (
     CONFIG_ENV,
     STORE_DIRS,
@@ -52,7 +53,6 @@ from .state_layout import (
     peek_config,
     peeked_state_dir,
 )
-from .switching import registry
 from .switching.base import Identity, SwitchBase
 from .switching.factory import make_base
 

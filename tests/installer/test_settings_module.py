@@ -384,10 +384,11 @@ def test_install_splices_and_uninstall_gives_back_every_byte(data: dict[str, Any
 
 
 def test_one_definition_of_our_hook_for_the_installer_and_doctor() -> None:
-    from kael_thread_rebuild import claude_cli, doctor
+    from kael_thread_rebuild import doctor
+    from kael_thread_rebuild.claude_code import settings as claude_cli
     assert doctor._runs_hook_stop is claude_cli.runs_hook_stop
-    assert load_module_utils("kael_claude_cli").same_hook.__code__.co_filename.endswith(
-        "kael_claude_cli.py")  # the module's same_hook comes from the shared file
+    assert load_module_utils("kael_claude_code.settings").same_hook.__code__.co_filename.endswith(
+        "settings.py")  # the module's same_hook comes from the shared file
     assert claude_cli.runs_hook_stop("sh -c 'exec /opt/bin/kael-hook --config /c.toml'")
     assert claude_cli.runs_hook_stop("docker exec -i x kael-thread-rebuild hook-stop")
     assert not claude_cli.runs_hook_stop("notify-send hook-stopped")  # a word, not a substring

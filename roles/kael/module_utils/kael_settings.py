@@ -19,7 +19,7 @@ import re
 from typing import Any, NamedTuple
 
 # One definition of what we add, shared with the engine's `claude-pieces` command.
-from ansible.module_utils.kael_claude_cli import (
+from ansible.module_utils.kael_claude_code.settings import (
     MCP_SERVER,
     permission,
     same_hook,
