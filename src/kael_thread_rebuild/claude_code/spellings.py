@@ -48,35 +48,44 @@ def split_tmux(text: str) -> list[str]:
     """The words of a tmux `#{pane_start_command}` (tmux's args_escape: words quoted with '…'
     or "…" and vis(3) C-style escapes inside and outside quotes)."""
     words: list[str] = []
-    index, length = 0, len(text)
-    while index < length:
-        while index < length and text[index] == " ":
+    index = 0
+    while index < len(text):
+        if text[index] == " ":
             index += 1
-        if index >= length:
-            break
-        word, quote = [], ""
-        while index < length and (quote or text[index] != " "):
-            char = text[index]
-            if quote and char == quote:
-                quote = ""
-            elif not quote and char in "'\"":
-                quote = char
-            elif char == "\\" and index + 1 < length:
-                index += 1
-                octal = re.match(r"[0-7]{3}", text[index:])
-                if octal:
-                    word.append(chr(int(octal.group(0), 8)))
-                    index += 2
-                else:
-                    word.append(_VIS_ESCAPES.get(text[index], text[index]))
-            else:
-                word.append(char)
-            index += 1
-        if quote:
-            raise StartCommandError(
-                f"unterminated {quote} quote in the tmux start command {text!r}")
-        words.append("".join(word))
+            continue
+        word, index = _tmux_word(text, index)
+        words.append(word)
     return words
+
+
+def _tmux_word(text: str, index: int) -> tuple[str, int]:
+    """The tmux word starting at INDEX, and the index after it."""
+    word: list[str] = []
+    quote, length = "", len(text)
+    while index < length and (quote or text[index] != " "):
+        char = text[index]
+        if quote and char == quote:
+            quote = ""
+        elif not quote and char in "'\"":
+            quote = char
+        elif char == "\\" and index + 1 < length:
+            char, index = _vis_escape(text, index + 1)
+            word.append(char)
+        else:
+            word.append(char)
+        index += 1
+    if quote:
+        raise StartCommandError(f"unterminated {quote} quote in the tmux start command {text!r}")
+    return "".join(word), index
+
+
+def _vis_escape(text: str, index: int) -> tuple[str, int]:
+    """The character a backslash escapes at INDEX (`\\n`, `\\033`), and the index of the
+    escape's last character."""
+    octal = re.match(r"[0-7]{3}", text[index:])
+    if octal:
+        return chr(int(octal.group(0), 8)), index + 2
+    return _VIS_ESCAPES.get(text[index], text[index]), index
 
 
 class Word(NamedTuple):
@@ -113,53 +122,76 @@ def _substitution_end(text: str, index: int) -> int:
     return end + 1
 
 
+class _WordScan:
+    """Reading one shell word: where it is, what it says so far, and what the shell does to it."""
+
+    def __init__(self, text: str, start: int) -> None:
+        self.text, self.start, self.index = text, start, start
+        self.value: list[str] = []
+        self.expands = self.splits = self.brace = False
+        self.quote = ""
+
+    def step(self) -> bool:
+        """Read the character at `index` (or a command substitution); False at the word's end."""
+        char = self.text[self.index]
+        if self.quote != "'" and (char == "`" or self.text.startswith("$(", self.index)):
+            end = _substitution_end(self.text, self.index)
+            self.value.append(self.text[self.index:end])
+            self.expands, self.splits = True, self.splits or not self.quote
+            self.index = end
+            return True
+        if self.quote == "'":
+            self._single_quoted(char)
+        elif self.quote == '"':
+            self._double_quoted(char)
+        elif char in " \t" or _operator_at(self.text, self.index):
+            return False
+        else:
+            self._unquoted(char)
+        self.index += 1
+        return True
+
+    def _single_quoted(self, char: str) -> None:
+        if char == "'":
+            self.quote = ""
+        else:
+            self.value.append(char)
+
+    def _double_quoted(self, char: str) -> None:
+        following = self.text[self.index + 1:self.index + 2]
+        if char == '"':
+            self.quote = ""
+        elif char == "\\" and following in _ESCAPED_IN_DOUBLE_QUOTES:
+            self.value.append(following)
+            self.index += 1
+        else:
+            self.expands = self.expands or char == "$"
+            self.value.append(char)
+
+    def _unquoted(self, char: str) -> None:
+        if char in "'\"":
+            self.quote = char
+        elif char == "\\":
+            self.value.append(self.text[self.index + 1:self.index + 2])
+            self.index += 1
+        else:
+            self.brace = self.brace or char == "{"
+            if char == "$" or char in _GLOB or (self.brace and (
+                    char == "," or self.text.startswith("..", self.index))):
+                self.expands = self.splits = True
+            elif char == "~" and self.index == self.start:
+                self.expands = True
+            self.value.append(char)
+
+
 def _word_at(text: str, start: int) -> Word:
     """The shell word starting at START (quotes, backslashes, expansions)."""
-    value: list[str] = []
-    expands = splits = brace = False
-    quote, index = "", start
-    while index < len(text):
-        char = text[index]
-        if quote != "'" and (char == "`" or text.startswith("$(", index)):
-            end = _substitution_end(text, index)
-            value.append(text[index:end])
-            expands, splits = True, splits or not quote
-            index = end
-            continue
-        if quote == "'":
-            if char == "'":
-                quote = ""
-            else:
-                value.append(char)
-        elif quote == '"':
-            following = text[index + 1:index + 2]
-            if char == '"':
-                quote = ""
-            elif char == "\\" and following in _ESCAPED_IN_DOUBLE_QUOTES:
-                value.append(following)
-                index += 1
-            else:
-                expands = expands or char == "$"
-                value.append(char)
-        elif char in " \t" or _operator_at(text, index):
-            break
-        elif char in "'\"":
-            quote = char
-        elif char == "\\":
-            value.append(text[index + 1:index + 2])
-            index += 1
-        else:
-            brace = brace or char == "{"
-            if char == "$" or char in _GLOB or (brace and (char == "," or
-                                                           text.startswith("..", index))):
-                expands = splits = True
-            elif char == "~" and index == start:
-                expands = True
-            value.append(char)
-        index += 1
-    if quote:
-        raise StartCommandError(f"unterminated {quote} quote in the shell command {text!r}")
-    return Word("".join(value), start, index, expands, splits)
+    scan = _WordScan(text, start)
+    while scan.index < len(text) and scan.step():
+        continue
+    if scan.quote:
+        raise StartCommandError(f"unterminated {scan.quote} quote in the shell command {text!r}")
+    return Word("".join(scan.value), start, scan.index, scan.expands, scan.splits)
 
 
 def shell_words(text: str) -> list[object]:

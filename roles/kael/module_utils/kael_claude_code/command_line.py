@@ -206,28 +206,33 @@ def parse_args(args: Sequence[str], strict: bool = True) -> Parsed:
             (prompt if variadic is None else variadic.words).append(index)
             index += 1
             continue
-        name, arity, inside = _option_name(word)
-        option, variadic = Option(name, [index], inside), None
+        option, variadic, index = _option_at(args, index, strict)
         options.append(option)
-        following = args[index + 1] if index + 1 < len(args) else None
-        index += 1
-        if inside is not None or arity == NONE:
-            continue
-        if arity is None:
-            if strict and following is not None and not _is_option(following):
-                raise StartCommandError(
-                    f"{word} is not an option of Claude Code {VERSION}, so whether "
-                    f"{following!r} is its value or the prompt cannot be told; give the "
-                    "instance's resume_command explicitly")
-            variadic = option
-        elif following is None or (arity == OPTIONAL and _is_option(following)):
-            if arity != OPTIONAL and strict:
-                raise StartCommandError(f"{word} is given without a value")
-        else:
-            option.words.append(index)
-            index += 1
-            variadic = option if arity == MANY else None
     return Parsed(options, prompt)
+
+
+def _option_at(args: Sequence[str], index: int, strict: bool) -> tuple[Option, Option | None, int]:
+    """The option ARGS[INDEX] with the value it takes; itself again when it takes further plain
+    words (an unknown option, or one of many values), else None; and the index after it."""
+    word = args[index]
+    name, arity, inside = _option_name(word)
+    option = Option(name, [index], inside)
+    following = args[index + 1] if index + 1 < len(args) else None
+    if inside is not None or arity == NONE:
+        return option, None, index + 1
+    if arity is None:
+        if strict and following is not None and not _is_option(following):
+            raise StartCommandError(
+                f"{word} is not an option of Claude Code {VERSION}, so whether "
+                f"{following!r} is its value or the prompt cannot be told; give the "
+                "instance's resume_command explicitly")
+        return option, option, index + 1
+    if following is None or (arity == OPTIONAL and _is_option(following)):
+        if arity != OPTIONAL and strict:
+            raise StartCommandError(f"{word} is given without a value")
+        return option, None, index + 1
+    option.words.append(index + 1)
+    return option, option if arity == MANY else None, index + 2
 
 
 def flag_groups(words: Sequence[str]) -> list[FlagGroup]:

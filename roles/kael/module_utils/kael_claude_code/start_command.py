@@ -20,6 +20,7 @@ from typing import NamedTuple
 
 from .command_line import (
     PLACEHOLDER,
+    Derived,
     FlagGroup,
     NoClaude,
     StartCommandError,
@@ -109,28 +110,51 @@ def _option_command_at(argv: Sequence[str], index: int) -> tuple[int, str] | Non
         if word == "--":
             return None
         if word.startswith("--"):
-            name, equals, _ = word.partition("=")
-            if name == "--command":
-                if equals:
-                    return word_index, name + "="
-                return (word_index + 1, "") if word_index + 1 < len(argv) else None
-            word_index += 1 if equals or name not in long_with_value else 2
-            continue
-        if word.startswith("-") and len(word) > 1:
-            for position, letter in enumerate(word[1:], start=1):
-                if letter not in short_with_value:
-                    continue
-                rest = word[position + 1:]
-                if letter == "c":
-                    if rest:
-                        return word_index, word[:position + 1]
-                    return (word_index + 1, "") if word_index + 1 < len(argv) else None
-                word_index += 0 if rest else 1
-                break
-            word_index += 1
-            continue
-        word_index += 1
+            found, word_index = _long_command_option(argv, word_index, long_with_value)
+        elif word.startswith("-") and len(word) > 1:
+            found, word_index = _short_command_option(argv, word_index, short_with_value)
+        else:
+            found, word_index = None, word_index + 1
+        if found is not None:
+            return found
     return None
+
+
+_Found = tuple[tuple[int, str] | None, int]
+
+
+def _long_command_option(argv: Sequence[str], word_index: int, with_value: set[str]) -> _Found:
+    """For the long option ARGV[WORD_INDEX]: where the command string is when it is --command,
+    and the index of the next word to read."""
+    name, equals, _ = argv[word_index].partition("=")
+    if name != "--command":
+        return None, word_index + (1 if equals or name not in with_value else 2)
+    if equals:
+        return (word_index, name + "="), word_index
+    return _command_after(argv, word_index)
+
+
+def _short_command_option(argv: Sequence[str], word_index: int, with_value: str) -> _Found:
+    """For the short options ARGV[WORD_INDEX] (`-qc`, `-cCMD`, `-s /bin/sh`): where the command
+    string is when -c is among them, and the index of the next word to read."""
+    word = argv[word_index]
+    for position, letter in enumerate(word[1:], start=1):
+        if letter not in with_value:
+            continue
+        rest = word[position + 1:]
+        if letter != "c":
+            return None, word_index + (1 if rest else 2)
+        if rest:
+            return (word_index, word[:position + 1]), word_index
+        return _command_after(argv, word_index)
+    return None, word_index + 1
+
+
+def _command_after(argv: Sequence[str], word_index: int) -> _Found:
+    """The command string as the word after WORD_INDEX; none, and the end, when it is last."""
+    if word_index + 1 < len(argv):
+        return (word_index + 1, ""), word_index + 1
+    return None, len(argv)
 
 
 def _wrapper_at(argv: Sequence[str], index: int) -> tuple[int, str] | None:
@@ -171,8 +195,8 @@ def _from_argv(argv: Sequence[str]) -> tuple[list[str], _Inner]:
             raise
         out = list(argv)
         out[word_index] = prefix + inner.edited
-        label = " ".join(argv[index:word_index]) + (" " + prefix if prefix else "")
-        return out, inner._replace(wrappers=[label.strip(), *inner.wrappers])
+        label = _wrapper_label(argv, index, word_index, prefix)
+        return out, inner._replace(wrappers=[label, *inner.wrappers])
     if program is None:
         raise NoClaude("no word names Claude Code (claude, or a claude-code cli.js), and no "
                        "shell wrapper (bash -c, sh -c, script -c, su -c) holds it: "
@@ -221,29 +245,12 @@ def _from_shell(text: str) -> _Inner:
     """The resume command for shell TEXT, edited in place so that every other byte of it
     (quoting, `$HOME`, `cd`, `exec`) stays as written."""
     words = _segments(shell_words(text), text)
-    head = 0
-    if words[0].value == "exec":
-        if len(words) > 1 and words[1].value.startswith("-"):
-            raise StartCommandError(f"exec with options in {text!r}")
-        head = 1
-    while head < len(words) and _is_assignment(words[head], text):
-        head += 1
-    command = words[head:]
+    command = words[_command_start(words, text):]
     values = [word.value for word in command]
     _refuse_npx(values)
     program = program_index(values)
     if program is None:
-        for index in range(len(values)):
-            wrapper = _wrapper_at(values, index)
-            if wrapper is None:
-                continue
-            word_index, prefix = wrapper
-            inner = _from_shell(values[word_index][len(prefix):])
-            word = command[word_index]
-            edited = text[:word.start] + shlex.quote(prefix + inner.edited) + text[word.end:]
-            label = " ".join(values[index:word_index]) + (" " + prefix if prefix else "")
-            return inner._replace(edited=edited, wrappers=[label.strip(), *inner.wrappers])
-        raise NoClaude(f"no word names Claude Code in the shell command {text!r}")
+        return _from_shell_wrapper(text, command)
     if command[program].expands:
         raise StartCommandError(f"the Claude Code program {_span(text, [command[program]])!r} "
                                 f"is expanded by the shell in {text!r}")
@@ -256,23 +263,62 @@ def _from_shell(text: str) -> _Inner:
                 f"resume_command explicitly (in {text!r})")
     args = [word.value for word in claude]
     derived = derive_args(args)
-    found = classify(args)
+    edited = _edited(text, claude, derived, command[program].end)
+    expanding = tuple(_span(text, [word]) for word in claude if word.expands)
+    return _Inner(edited, args, derived.args, [], derived.dropped, expanding)
+
+
+def _command_start(words: Sequence[Word], text: str) -> int:
+    """Where the command of WORDS starts: after `exec` and variable assignments."""
+    head = 0
+    if words[0].value == "exec":
+        if len(words) > 1 and words[1].value.startswith("-"):
+            raise StartCommandError(f"exec with options in {text!r}")
+        head = 1
+    while head < len(words) and _is_assignment(words[head], text):
+        head += 1
+    return head
+
+
+def _from_shell_wrapper(text: str, command: Sequence[Word]) -> _Inner:
+    """The resume command for shell TEXT whose COMMAND runs Claude Code through a wrapper that
+    takes a command string (`bash -c '…'`); that string is edited and quoted again."""
+    values = [word.value for word in command]
+    for index in range(len(values)):
+        wrapper = _wrapper_at(values, index)
+        if wrapper is None:
+            continue
+        word_index, prefix = wrapper
+        inner = _from_shell(values[word_index][len(prefix):])
+        word = command[word_index]
+        edited = text[:word.start] + shlex.quote(prefix + inner.edited) + text[word.end:]
+        label = _wrapper_label(values, index, word_index, prefix)
+        return inner._replace(edited=edited, wrappers=[label, *inner.wrappers])
+    raise NoClaude(f"no word names Claude Code in the shell command {text!r}")
+
+
+def _wrapper_label(words: Sequence[str], index: int, word_index: int, prefix: str) -> str:
+    """How a wrapper seen through is named: its words up to the command string."""
+    return (" ".join(words[index:word_index]) + (" " + prefix if prefix else "")).strip()
+
+
+def _edited(text: str, claude: Sequence[Word], derived: Derived, program_end: int) -> str:
+    """TEXT with the session flags and the prompt among the Claude Code words CLAUDE taken out
+    (with the blanks before them), and `--resume {session_id}` put where DERIVED says."""
+    found = classify([word.value for word in claude])
     gone = sorted({i for group in found.session for i in group} | set(found.prompt))
     edits: list[tuple[int, int, str]] = []
     for index in gone:
-        # Remove the word with the blanks before it.
         start = claude[index].start
         while start > 0 and text[start - 1] in " \t":
             start -= 1
         edits.append((start, claude[index].end, ""))
-    resume = " --resume " + PLACEHOLDER
-    at = claude[derived.insert_at - 1].end if derived.insert_at else command[program].end
-    edits.append((at, at, resume))
+    at = claude[derived.insert_at - 1].end if derived.insert_at else program_end
+    edits.append((at, at, " --resume " + PLACEHOLDER))
     edited = text
     for start, end, replacement in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):
         edited = edited[:start] + replacement + edited[end:]
-    expanding = tuple(_span(text, [word]) for word in claude if word.expands)
-    return _Inner(edited, args, derived.args, [], derived.dropped, expanding)
+    return edited
 
 
 def _plain_words(text: str) -> list[str] | None:
