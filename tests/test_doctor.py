@@ -22,8 +22,7 @@ from mcp.client.session import ClientSession
 from mcp_types import CallToolResult
 
 from kael_thread_rebuild import __version__, doctor
-from kael_thread_rebuild.claude_code import command_line as claude_cli
-from kael_thread_rebuild.claude_code import registry
+from kael_thread_rebuild.claude_code import command_line, registry
 from kael_thread_rebuild.claude_code.command_line import (
     claude_arguments,
     flag_groups,
@@ -715,8 +714,8 @@ def test_resume_command_flags_are_read_through_wrappers(
 def test_the_doctor_parses_with_the_installers_module() -> None:
     """One parser: the doctor's functions are the package module that the installer's role
     ships as its module_utils (a copy in roles/kael/module_utils/kael_claude_code/)."""
-    assert doctor.claude_arguments is claude_cli.claude_arguments
-    assert doctor.missing_flags is claude_cli.missing_flags
+    assert doctor.claude_arguments is command_line.claude_arguments
+    assert doctor.missing_flags is command_line.missing_flags
     assert not hasattr(doctor, "_NO_VALUE") and not hasattr(doctor, "_ALIASES")
 
 

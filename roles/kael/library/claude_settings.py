@@ -143,7 +143,8 @@ backup_file:
   returned: changed and O(backup)
   type: str
 hook_present:
-  description: Whether our Stop hook entry is in the file afterwards.
+  description: Whether a Stop hook of this instance (O(hook_command), or an earlier spelling of it
+    whose C(--config) is the same file) is in the file afterwards.
   returned: success
   type: bool
 """
