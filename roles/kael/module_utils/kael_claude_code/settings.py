@@ -4,11 +4,12 @@ there (and `claude-pieces` prints for a household).
 Which instance a Stop hook serves is decided here once (`hook_instance`), for the doctor and for
 the installer's settings merge. A hook is this instance's when it feeds hook-stop (a word of the
 command, not a substring: `notify-send hook-stopped` is not) and its --config is this instance's
-config file (after `~` and symlinks); another instance's when its --state-dir is another dir or
-its --config another instance's file; unknown when nothing in it says (no --config, or a config
-file that cannot be read from here). The installer replaces or removes only hooks that are this
-instance's (never a user's entry on a guess); doctor counts unknown ones as this instance's
-(never fails a household on a guess).
+config file (after `~` and symlinks), whatever its --state-dir (hook-stop takes the state dir
+from the config; the wrapper only logs its failures there); another instance's when its
+--state-dir is another dir or its --config another instance's file; unknown when nothing in it
+says (no --config, or a config file that cannot be read from here). The installer replaces or
+removes only hooks that are this instance's (never a user's entry on a guess); doctor counts
+unknown ones as this instance's (never fails a household on a guess).
 
 Stdlib only, Python 3.9+ (shipped to the managed host like `command_line`).
 """
