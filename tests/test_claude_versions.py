@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from kael_thread_rebuild.claude_cli import ALIASES, ARITY, MANY, NONE, ONE, OPTIONAL
 from kael_thread_rebuild.claude_code import live, versions
+from kael_thread_rebuild.claude_code.command_line import ALIASES, ARITY, MANY, NONE, ONE, OPTIONAL
+from kael_thread_rebuild.claude_code.registry import RegistryEntry
 from kael_thread_rebuild.config import Config
 from kael_thread_rebuild.doctor import Check, check_claude_version, run_doctor
 from kael_thread_rebuild.interfaces.formatters import doctor_lines
-from kael_thread_rebuild.switching.registry import RegistryEntry
 from tests.conftest import ConfigFactory
 from tests.fixtures import surface
 from tests.support.claude_env import (
@@ -57,13 +57,13 @@ def _help_arity(argument: str) -> str:
 
 @pytest.mark.parametrize("version", VERIFIED)
 def test_the_start_command_parser_knows_every_option_of_the_version(version: str) -> None:
-    """doctor and the installer read a start command with claude_cli: an option it does not know,
-    or knows with another arity, loses a flag's value or takes a prompt for one."""
+    """doctor and the installer read a start command with claude_code.command_line: an option it
+    does not know, or knows with another arity, loses a flag's value or takes a prompt for one."""
     options = surface.read(fixtures_dir(version)).help_options
     wrong = {name: (argument, ARITY.get(ALIASES.get(name, name)))
              for name, argument in options.items()
              if ARITY.get(ALIASES.get(name, name)) != _help_arity(argument)}
-    assert wrong == {}, f"{version}: options claude_cli reads with another arity"
+    assert wrong == {}, f"{version}: options command_line reads with another arity"
 
 
 @pytest.mark.parametrize("version", VERIFIED)

@@ -21,8 +21,14 @@ import pytest
 from mcp.client.session import ClientSession
 from mcp_types import CallToolResult
 
-from kael_thread_rebuild import __version__, claude_cli, doctor
-from kael_thread_rebuild.claude_cli import claude_arguments, flag_groups, missing_flags
+from kael_thread_rebuild import __version__, doctor
+from kael_thread_rebuild.claude_code import command_line, registry
+from kael_thread_rebuild.claude_code.command_line import (
+    claude_arguments,
+    flag_groups,
+    missing_flags,
+)
+from kael_thread_rebuild.claude_code.project_dir import encode_project_dir
 from kael_thread_rebuild.config import Config
 from kael_thread_rebuild.daemon import worker_lock
 from kael_thread_rebuild.doctor import (
@@ -46,9 +52,8 @@ from kael_thread_rebuild.operations.model import (
     utcnow,
 )
 from kael_thread_rebuild.operations.store import OperationStore
-from kael_thread_rebuild.paths import MANIFEST_SUFFIX, encode_project_dir
+from kael_thread_rebuild.paths import MANIFEST_SUFFIX
 from kael_thread_rebuild.state_layout import CONFIG_ENV
-from kael_thread_rebuild.switching import registry
 from kael_thread_rebuild.switching.base import Identity
 from kael_thread_rebuild.switching.tmux import TmuxBase
 from tests.builder import SESSION, TranscriptBuilder
@@ -708,9 +713,9 @@ def test_resume_command_flags_are_read_through_wrappers(
 
 def test_the_doctor_parses_with_the_installers_module() -> None:
     """One parser: the doctor's functions are the package module that the installer's role
-    ships as its module_utils (roles/kael/module_utils/kael_claude_cli.py links to it)."""
-    assert doctor.claude_arguments is claude_cli.claude_arguments
-    assert doctor.missing_flags is claude_cli.missing_flags
+    ships as its module_utils (a copy in roles/kael/module_utils/kael_claude_code/)."""
+    assert doctor.claude_arguments is command_line.claude_arguments
+    assert doctor.missing_flags is command_line.missing_flags
     assert not hasattr(doctor, "_NO_VALUE") and not hasattr(doctor, "_ALIASES")
 
 

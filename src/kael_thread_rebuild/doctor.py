@@ -28,23 +28,31 @@ import orjson
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from . import __version__
-from .claude_cli import (
+from .claude_code import live as claude_live
+from .claude_code import registry
+from .claude_code.command_line import (
     NoClaude,
     StartCommandError,
     claude_arguments,
     flag_groups,
-    hook_option,
     missing_flags,
     prompt_words,
-    resume_from_argv,
-    runs_hook_stop,
 )
-from .claude_code import live as claude_live
+from .claude_code.project_dir import encode_project_dir
+from .claude_code.settings import HOOK_STOP as HOOK_COMMAND
+from .claude_code.settings import (
+    HOOK_WRAPPER,
+    OTHER,
+    Instance,
+    hook_instance,
+    stop_hook_commands,
+)
+from .claude_code.start_command import resume_from_argv
 from .config import Activation, Config
 from .errors import KaelError
 from .operations.model import WAITING, Operation, utcnow
 from .operations.store import DIR_MODE, OperationStore, UntrustedStateDir
-from .paths import encode_project_dir, transcripts
+from .paths import transcripts
 from .state_layout import (
     CONFIG_ENV,
     STORE_DIRS,
@@ -52,15 +60,11 @@ from .state_layout import (
     peek_config,
     peeked_state_dir,
 )
-from .switching import registry
 from .switching.base import Identity, SwitchBase
 from .switching.factory import make_base
 
 SERVER_NAME = "kael-thread-rebuild"
 MCP_COMMAND = "kael-thread-rebuild-mcp"
-HOOK_COMMAND = "hook-stop"
-#: The appliance's Stop hook wrapper on the host (image/kael-hook): docker exec … hook-stop.
-HOOK_WRAPPER = "kael-hook"
 #: How the wrapper's lines in hook.log start; the one that follows failures once it gets through.
 HOOK_WRAPPER_LINE = "hook-wrapper:"
 HOOK_WRAPPER_RECOVERED = "hook-wrapper: reached "
@@ -563,39 +567,14 @@ def _settings_files(facts: Facts) -> list[Path]:
     return files
 
 
-_runs_hook_stop = runs_hook_stop  # one definition with the installer's settings merge
-
-
-def _same_path(one: str | Path, other: str | Path) -> bool:
-    return os.path.realpath(os.path.expanduser(one)) == os.path.realpath(other)
-
-
-def _peek_config(path: str) -> tuple[str, Path] | None:
-    """(instance, state_dir) of another config file, read the way the hook's fast path reads it;
-    None when it cannot be read from here."""
+def _peek_config(path: str) -> Instance | None:
+    """Another config file's instance and state dir, read the way the hook's fast path reads
+    it; None when it cannot be read from here."""
     try:
         data = peek_config(path)
-        return str(data.get("instance", "default")), peeked_state_dir(data)
+        return Instance(path, str(peeked_state_dir(data)), str(data.get("instance", "default")))
     except (OSError, ValueError, RuntimeError):  # RuntimeError: `~user` of no one
         return None
-
-
-def _serves_another_instance(facts: Facts, command: str) -> str | None:
-    """Why a hook-stop hook serves another instance than this one; None when it serves this one
-    or nothing in it says otherwise (a hook without --config takes $KAEL_REBUILD_CONFIG)."""
-    config = facts.config
-    state_dir = hook_option(command, "--state-dir")
-    if state_dir is not None and not _same_path(state_dir, config.state_dir):
-        return f"its --state-dir is {state_dir}, not {config.state_dir}"
-    config_path = hook_option(command, "--config")
-    if config_path is None or (facts.config_path is not None
-                               and _same_path(config_path, facts.config_path)):
-        return None
-    other = _peek_config(config_path)
-    if other is not None and (other[0] != config.instance
-                              or not _same_path(other[1], config.state_dir)):
-        return f"its --config {config_path} is instance {other[0]!r} with state dir {other[1]}"
-    return None
 
 
 def check_stop_hook(facts: Facts) -> Check:
@@ -603,20 +582,21 @@ def check_stop_hook(facts: Facts) -> Check:
     ours: list[tuple[Path, str]] = []
     others: list[str] = []
     problems = []
+    config = facts.config
+    this = Instance(None if facts.config_path is None else str(facts.config_path),
+                    str(config.state_dir), config.instance)
     for path in _settings_files(facts):
         data, problem = _read_json(path)
         if problem:
             problems.append(problem)
-        for group in _list(_dict(data, "hooks"), "Stop"):
-            for hook in _list(group, "hooks"):
-                command = hook.get("command") if isinstance(hook, dict) else None
-                if not (isinstance(command, str) and _runs_hook_stop(command)):
-                    continue
-                why = _serves_another_instance(facts, command)
-                if why is None:
-                    ours.append((path, command))
-                else:
-                    others.append(f"{command!r} in {path} ({why})")
+        for _, _, command in stop_hook_commands(data):
+            served = hook_instance(command, this, _peek_config)
+            if served is None:
+                continue
+            if served.verdict == OTHER:
+                others.append(f"{command!r} in {path} ({served.why})")
+            else:  # this instance's, or nothing in it says otherwise
+                ours.append((path, command))
     if facts.config.activation is Activation.pointer:
         if ours:
             path, command = ours[0]

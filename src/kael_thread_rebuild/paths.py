@@ -1,4 +1,4 @@
-"""Where things are: Claude Code's project-dir encoding and the transcript a command works on."""
+"""Where things are: the transcript a command works on, and which paths are safe to take."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import claude_cli
 from .errors import InputError, Refused, UsageError
 
 if TYPE_CHECKING:
@@ -37,11 +36,6 @@ def shown(text: str | os.PathLike[str]) -> str:
     if len(words) <= SHOWN_CHARS:
         return words
     return f"{words[:SHOWN_CHARS]}... ({len(words)} characters)"
-
-
-def encode_project_dir(workdir: str | os.PathLike[str]) -> str:
-    """Claude Code's folder name for a working directory (of its physical path)."""
-    return claude_cli.encode_project_dir(str(workdir))
 
 
 def is_candidate(path: Path) -> bool:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import orjson
 
+from kael_thread_rebuild.claude_code import registry
 from kael_thread_rebuild.operations.model import Operation, OperationStatus
-from kael_thread_rebuild.switching import registry
 from tests.support.fidelity import conversation_texts, non_text_block_types
 
 from . import live, procs

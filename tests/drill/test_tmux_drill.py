@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from kael_thread_rebuild.claude_code import registry
 from kael_thread_rebuild.operations.model import Operation, OperationStatus
 from kael_thread_rebuild.operations.store import OperationStore
 from kael_thread_rebuild.operations.worker import run_operation
-from kael_thread_rebuild.switching import registry
 from kael_thread_rebuild.switching.tmux import TmuxBase
 from tests.support.claude_env import claude_available, find_claude_binary, tmux_available
 from tests.support.claude_versions import Target, targets

@@ -35,18 +35,27 @@ INCIDENT_FLAGS = ["--channels", "plugin:telegram@claude-plugins-official",
                   "--thinking-display", "summarized"]
 
 
-#: The module_utils that import no other.
-INDEPENDENT = ("kael_claude_cli", "kael_mcp_tools")
+#: The module_utils that import no other (a package's modules import only each other).
+INDEPENDENT = ("kael_claude_code", "kael_mcp_tools")
 
 
 def load_module_utils(name: str) -> ModuleType:
-    """The role's module_utils file, importable as modules import it."""
+    """The role's module_utils module NAME (`kael_settings`, or a package's module such as
+    `kael_claude_code.command_line`), importable as modules import it."""
     full = f"ansible.module_utils.{name}"
+    package, dot, _ = name.rpartition(".")
+    if dot:  # its package first: the module's relative imports are found through it
+        load_module_utils(package)
+        return importlib.import_module(full)
     if name not in INDEPENDENT:  # the others import them
         for independent in INDEPENDENT:
             load_module_utils(independent)
     if full not in sys.modules:
-        spec = importlib.util.spec_from_file_location(full, ROLE / "module_utils" / f"{name}.py")
+        path = ROLE / "module_utils" / name
+        spec = (importlib.util.spec_from_file_location(full, path / "__init__.py",
+                                                       submodule_search_locations=[str(path)])
+                if path.is_dir() else
+                importlib.util.spec_from_file_location(full, path.with_suffix(".py")))
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
         sys.modules[full] = module
@@ -174,8 +183,8 @@ def make_household(root: Path) -> Household:
     for path in (home, workdir, config_dir, bin_dir):
         path.mkdir(parents=True)
     session_id = str(uuid.uuid4())
-    project = config_dir / "projects" / load_module_utils("kael_claude_cli").encode_project_dir(
-        os.path.realpath(workdir))
+    encode = load_module_utils("kael_claude_code.project_dir").encode_project_dir
+    project = config_dir / "projects" / encode(os.path.realpath(workdir))
     project.mkdir(parents=True)
     shutil.copy(TRANSCRIPT, project / f"{session_id}.jsonl")
     (config_dir / "settings.json").write_text(json.dumps(FOREIGN_SETTINGS, indent=2) + "\n")

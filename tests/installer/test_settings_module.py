@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,9 @@ from hypothesis import assume, given
 from hypothesis import settings as examples
 from hypothesis import strategies as st
 
+from kael_thread_rebuild import doctor
+from kael_thread_rebuild.config import parse_config
+from kael_thread_rebuild.state_layout import CONFIG_ENV
 from tests.installer.conftest import FOREIGN_SETTINGS, RunModule, load_module_utils
 
 HOOK = "/usr/local/bin/kael-hook --container kael-thread-rebuild-x --config /etc/k/x.toml " \
@@ -383,16 +387,62 @@ def test_install_splices_and_uninstall_gives_back_every_byte(data: dict[str, Any
     assert back.text == text
 
 
-def test_one_definition_of_our_hook_for_the_installer_and_doctor() -> None:
-    from kael_thread_rebuild import claude_cli, doctor
-    assert doctor._runs_hook_stop is claude_cli.runs_hook_stop
-    assert load_module_utils("kael_claude_cli").same_hook.__code__.co_filename.endswith(
-        "kael_claude_cli.py")  # the module's same_hook comes from the shared file
-    assert claude_cli.runs_hook_stop("sh -c 'exec /opt/bin/kael-hook --config /c.toml'")
-    assert claude_cli.runs_hook_stop("docker exec -i x kael-thread-rebuild hook-stop")
-    assert not claude_cli.runs_hook_stop("notify-send hook-stopped")  # a word, not a substring
-    assert claude_cli.same_hook(OLD_HOOK, HOOK) and not claude_cli.same_hook(
-        HOOK.replace("/etc/k/x.toml", "/etc/k/y.toml"), HOOK)
+# -- which Stop hook is ours: one definition for the installer and the doctor ----------------
+
+#: (command, doctor counts it as this instance's, the installer replaces it with ours). CONFIG is
+#: this instance's config file, LINK a symlink to it, OTHER another instance's config, NONE a
+#: config file that does not exist, STATE this instance's state dir.
+HOOK_CASES = [
+    ("kael-hook --container kael-thread-rebuild-x --config CONFIG --state-dir STATE", True, True),
+    ("/opt/kael-hook --container kael-old-container --config CONFIG --state-dir STATE", True, True),
+    ("sh -c 'exec /opt/bin/kael-hook --container c --config CONFIG --state-dir STATE'", True,
+     True),
+    ("kael-hook --container kael-thread-rebuild-x --config LINK --state-dir STATE", True, True),
+    ("kael-thread-rebuild --config CONFIG hook-stop", True, True),
+    ("docker exec -i x kael-thread-rebuild --config=CONFIG hook-stop", True, True),
+    ("kael-hook --container c --config CONFIG --state-dir STATE-moved", True, True),
+    ("notify-send hook-stopped --config CONFIG", False, False),  # a word, not a substring
+    ("kael-thread-rebuild --config OTHER hook-stop", False, False),
+    ("kael-hook --container c --config NONE --state-dir STATE-other", False, False),
+    ("kael-thread-rebuild hook-stop", True, False),  # $KAEL_REBUILD_CONFIG: not known from here
+    ("kael-thread-rebuild --config NONE hook-stop", True, False),
+]
+
+
+@pytest.mark.parametrize(("command", "doctor_ours", "installer_ours"), HOOK_CASES)
+def test_one_definition_of_our_hook_for_the_installer_and_doctor(
+        tmp_path: Path, command: str, doctor_ours: bool, installer_ours: bool) -> None:
+    """The doctor's stop_hook check and the installer's merge (the role's copy of the module)
+    read the same settings.json alike: a hook the installer would replace as ours, the doctor
+    accepts; the doctor also accepts a hook nothing in which names another instance, which the
+    installer leaves alone (it never removes a user's entry on a guess)."""
+    etc, state, claude = tmp_path / "etc", tmp_path / "state", tmp_path / "claude"
+    for folder in (etc, state, claude):
+        folder.mkdir()
+    config = etc / "x.toml"
+    config.write_text(f'instance = "x"\nproject_dir = "{tmp_path}"\nstate_dir = "{state}"\n')
+    (etc / "link.toml").symlink_to(config)
+    (etc / "other.toml").write_text(f'instance = "y"\nproject_dir = "{tmp_path}"\n'
+                                    f'state_dir = "{tmp_path / "state-y"}"\n')
+    names = {"CONFIG": str(config), "LINK": str(etc / "link.toml"),
+             "OTHER": str(etc / "other.toml"), "NONE": str(etc / "none.toml"), "STATE": str(state)}
+    for name, value in names.items():
+        command = command.replace(name, value)
+    ours = HOOK.replace("/etc/k/x.toml", str(config)).replace("/var/lib/k/x", str(state))
+
+    settings = {"hooks": {"Stop": [{"hooks": [{"type": "command", "command": command}]}]}}
+    (claude / "settings.json").write_text(json.dumps(settings))
+    facts = doctor.Facts(parse_config({"instance": "x", "project_dir": str(tmp_path),
+                                       "state_dir": str(state), "claude_config_dir": str(claude)}),
+                         datetime.now(UTC), timedelta(minutes=5), {CONFIG_ENV: str(config)})
+    check = doctor.check_stop_hook(facts)
+    assert check.ok is doctor_ours, check.detail
+
+    change = settings_utils.install(json.dumps(settings), ours, 10)
+    assert stop_commands(change.data) == ([ours] if installer_ours else [command, ours])
+    assert settings_utils.hook_present(settings, ours) is installer_ours
+    back = settings_utils.uninstall(json.dumps(settings), ours)
+    assert stop_commands(back.data) == ([] if installer_ours else [command])
 
 
 def test_an_unreadable_record_stops_and_leaves_the_file(run_module: RunModule,

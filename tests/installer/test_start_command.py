@@ -15,7 +15,9 @@ from typing import Any
 
 import pytest
 
-from kael_thread_rebuild import claude_cli, doctor, paths
+from kael_thread_rebuild import doctor
+from kael_thread_rebuild.claude_code import command_line, project_dir
+from kael_thread_rebuild.claude_code.role_utils import PACKAGE, SHIPPED
 from kael_thread_rebuild.config import parse_config
 from tests.installer.conftest import (
     INCIDENT_FLAGS,
@@ -28,7 +30,9 @@ from tests.installer.conftest import (
     load_module_utils,
 )
 
-cli = load_module_utils("kael_claude_cli")
+cli = load_module_utils("kael_claude_code.start_command")
+role_command_line = load_module_utils("kael_claude_code.command_line")
+role_project_dir = load_module_utils("kael_claude_code.project_dir")
 R = "{session_id}"
 UUID = "5d6a9b1e-0000-4000-8000-00000000abcd"
 
@@ -197,7 +201,7 @@ def test_every_option_of_claude_help_with_its_arity() -> None:
     options = shown.partition("\nOptions:\n")[2].partition("\nCommands:\n")[0]
     specs = [m.group(1) for m in re.finditer(r"^  (-\S.*?)(?:  |$)", options, re.MULTILINE)]
     assert len(specs) > 60 and "--model <model>" in specs
-    assert sorted(set(specs) - set(cli.OPTION_SPECS)) == []
+    assert sorted(set(specs) - set(role_command_line.OPTION_SPECS)) == []
 
 
 def _doctor_check(resume_command: list[str], live_argv: list[str]) -> doctor.Check:
@@ -290,23 +294,21 @@ def test_module_wants_exactly_one_source(run_module: RunModule) -> None:
 
 # -- one logic with the engine's doctor -------------------------------------------------------
 
-PACKAGE_CLI = REPO / "src" / "kael_thread_rebuild" / "claude_cli.py"
-ROLE_CLI = ROLE / "module_utils" / "kael_claude_cli.py"
+PACKAGE_DIR = REPO / "src" / "kael_thread_rebuild" / "claude_code"
+ROLE_PACKAGE = ROLE / "module_utils" / PACKAGE
 
 
-def test_the_module_utils_file_is_the_packages_module() -> None:
-    """The doctor and the installer share one parser: the role's module_utils file is a link to
-    the package's claude_cli.py (Ansible ships what the link points to; see the next test)."""
-    assert ROLE_CLI.is_symlink()
-    assert ROLE_CLI.resolve() == PACKAGE_CLI.resolve()
-    assert ROLE_CLI.read_bytes() == PACKAGE_CLI.read_bytes()
-    assert cli.missing_flags.__code__.co_filename == str(ROLE_CLI)
-    assert doctor.missing_flags is claude_cli.missing_flags  # the doctor imports it, no copy
+def test_the_module_utils_are_copies_of_the_packages_modules() -> None:
+    """The doctor and the installer share one parser: the module runs the role's copy of the
+    package's modules (tests/installer/test_role_utils.py checks the copies), the doctor the
+    package's own."""
+    assert cli.missing_flags.__code__.co_filename == str(ROLE_PACKAGE / "command_line.py")
+    assert doctor.missing_flags is command_line.missing_flags  # the doctor imports it, no copy
 
 
-def test_ansible_ships_the_linked_module_utils_to_the_host(tmp_path: Path) -> None:
+def test_ansible_ships_the_module_utils_package_to_the_host(tmp_path: Path) -> None:
     """A real `ansible localhost -m claude_start_command`: the module runs on the "managed host"
-    with the module_utils that the symlink names, byte for byte."""
+    with the package's modules, byte for byte (AnsiballZ follows their relative imports)."""
     env = ansible_env(tmp_path)
     env.update({"ANSIBLE_LIBRARY": str(ROLE / "library"),
                 "ANSIBLE_MODULE_UTILS": str(ROLE / "module_utils"),
@@ -326,8 +328,10 @@ def test_ansible_ships_the_linked_module_utils_to_the_host(tmp_path: Path) -> No
     exploded = subprocess.run([sys.executable, str(payload), "explode"], cwd=payload.parent,
                               capture_output=True, text=True, timeout=60, check=False)
     assert exploded.returncode == 0, exploded.stdout + exploded.stderr
-    shipped = payload.parent / "debug_dir" / "ansible" / "module_utils" / "kael_claude_cli.py"
-    assert not shipped.is_symlink() and shipped.read_bytes() == PACKAGE_CLI.read_bytes()
+    shipped = payload.parent / "debug_dir" / "ansible" / "module_utils" / PACKAGE
+    for name in ("command_line.py", "spellings.py", "start_command.py"):  # what the module uses
+        assert name in SHIPPED
+        assert (shipped / name).read_bytes() == (PACKAGE_DIR / name).read_bytes()
 
 
 #: Claude Code's own encoding (JavaScript, as read from the 2.1.328 source; see the Claude Code
@@ -352,8 +356,8 @@ def test_project_dir_encoding_matches_claude_codes_own() -> None:
     expected = json.loads(subprocess.run([node, "-e", ENCODE_JS, json.dumps(WORKDIRS)],
                                          capture_output=True, text=True, check=True,
                                          timeout=60).stdout)
-    assert [cli.encode_project_dir(w) for w in WORKDIRS] == expected
-    assert [paths.encode_project_dir(w) for w in WORKDIRS] == expected  # the engine's too
+    assert [role_project_dir.encode_project_dir(w) for w in WORKDIRS] == expected
+    assert [project_dir.encode_project_dir(w) for w in WORKDIRS] == expected  # the engine's too
 
 
 def test_filter_plugin_gives_the_module_answer() -> None:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from kael_thread_rebuild.claude_code import registry
 from kael_thread_rebuild.config import Config
-from kael_thread_rebuild.switching import registry
 from kael_thread_rebuild.switching.tmux import TmuxBase
 from tests.support.claude_env import (
     ClaudeEnv,

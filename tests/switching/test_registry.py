@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from kael_thread_rebuild.switching import registry
+from kael_thread_rebuild.claude_code import registry
 from kael_thread_rebuild.switching.tmux import TmuxBase
 from tests.switching.sandbox import SLEEPER, PrivateTmux, tmux_config, wait_until
 

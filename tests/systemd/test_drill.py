@@ -22,13 +22,13 @@ from typing import Any
 
 import pytest
 
+from kael_thread_rebuild.claude_code import registry
 from kael_thread_rebuild.config import Config
 from kael_thread_rebuild.operations import service
 from kael_thread_rebuild.operations.model import OperationStatus
 from kael_thread_rebuild.operations.store import OperationStore
 from kael_thread_rebuild.operations.switchover import health_problem
 from kael_thread_rebuild.operations.worker import run_operation
-from kael_thread_rebuild.switching import registry
 from kael_thread_rebuild.switching.dbus import JobFailed, SystemdManager, UnitNotFound
 from kael_thread_rebuild.switching.pointer import write_pointer
 from kael_thread_rebuild.switching.systemd import SystemdBase

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from kael_thread_rebuild.claude_code import registry
 from kael_thread_rebuild.config import Config
 from kael_thread_rebuild.errors import KaelError, Refused
-from kael_thread_rebuild.switching import registry
 from kael_thread_rebuild.switching.dbus import AccessDenied, UnitNotFound
 from kael_thread_rebuild.switching.factory import make_base
 from kael_thread_rebuild.switching.systemd import SystemdBase, entry_in_unit, service_name

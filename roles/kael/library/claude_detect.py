@@ -10,15 +10,17 @@ import subprocess
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.kael_claude_cli import (
-    POINTER_RUNNERS,
+from ansible.module_utils.kael_claude_code.command_line import (
     StartCommandError,
     basename,
-    encode_project_dir,
     is_claude_process,
-    parse_exec_start,
-    pointer_path,
     program_index,
+)
+from ansible.module_utils.kael_claude_code.project_dir import encode_project_dir
+from ansible.module_utils.kael_claude_code.spellings import parse_exec_start
+from ansible.module_utils.kael_claude_code.start_command import (
+    POINTER_RUNNERS,
+    pointer_path,
     unit_program,
 )
 from ansible.module_utils.kael_procs import (

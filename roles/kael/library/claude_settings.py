@@ -27,8 +27,8 @@ description:
   - With O(state=present), adds the Stop hook entry
     C({"type":"command","command":HOOK_COMMAND,"timeout":HOOK_TIMEOUT}) as a group of its own,
     C({"hooks":[ENTRY]}), at the end of C(hooks.Stop), never into another group. An earlier
-    spelling of our entry (a hook-stop or kael-hook command with the same C(--config)), or
-    one with another timeout, is replaced, so there is exactly one. It adds the four read-only
+    spelling of our entry (a hook-stop or kael-hook command whose C(--config) is the same file),
+    or one with another timeout, is replaced, so there is exactly one. It adds the four read-only
     tools C(mcp__SERVER__thread_rebuild_doctor|dirty|plan|status) to C(permissions.allow).
     C(thread_rebuild_request), C(cancel) and C(rollback_request) are never added, so they keep
     asking the human.
@@ -143,7 +143,8 @@ backup_file:
   returned: changed and O(backup)
   type: str
 hook_present:
-  description: Whether our Stop hook entry is in the file afterwards.
+  description: Whether a Stop hook of this instance (O(hook_command), or an earlier spelling of it
+    whose C(--config) is the same file) is in the file afterwards.
   returned: success
   type: bool
 """

@@ -6,20 +6,22 @@ from __future__ import annotations
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.kael_claude_cli import (
+from ansible.module_utils.kael_claude_code.command_line import (
     NoClaude,
-    Resume,
     StartCommandError,
-    check_live,
     flag_groups,
     program_index,
+    show,
+)
+from ansible.module_utils.kael_claude_code.start_command import (
+    Resume,
+    check_live,
     resume_from_argv,
     resume_from_exec_start,
     resume_from_pointer_runner,
     resume_from_shell,
     resume_from_tmux,
     resume_from_unit_argv,
-    show,
 )
 from ansible.module_utils.kael_procs import cwd, environ, read_cmdline, which
 

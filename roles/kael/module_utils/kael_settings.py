@@ -5,8 +5,9 @@ The file is the user's: every byte the merge does not touch is kept (escapes suc
 re-serialised: the text is parsed into spans and the few changes are spliced into it.
 
 - Our Stop hook goes into a group of its own (`{"hooks": [ENTRY]}`) at the end of `hooks.Stop`,
-  never into someone else's group. An earlier spelling of it (same --config, see
-  `same_hook`) is replaced, so there is always exactly one.
+  never into someone else's group. An earlier spelling of it (a hook of the same instance: its
+  --config the same file, see `hook_instance` in kael_claude_code.settings, the doctor's
+  definition too) is replaced, so there is always exactly one.
 - What install added is kept in a record (`Record`): uninstall removes only that, and puts
   back a container (`hooks`, `hooks.Stop`, `permissions`, `permissions.allow`) only if install
   created it (from nothing or from `null`). Empty `{}`/`[]` the user had stay.
@@ -19,10 +20,11 @@ import re
 from typing import Any, NamedTuple
 
 # One definition of what we add, shared with the engine's `claude-pieces` command.
-from ansible.module_utils.kael_claude_cli import (
+from ansible.module_utils.kael_claude_code.settings import (
     MCP_SERVER,
     permission,
     same_hook,
+    stop_hook_commands,
     stop_hook_entry,
 )
 from ansible.module_utils.kael_mcp_tools import PROMPTING_TOOLS, READ_ONLY_TOOLS
@@ -290,14 +292,8 @@ class _Edit:
 
 def _stop_entries(data: dict[str, Any], ours: list[str]) -> list[tuple[int, int]]:
     """(group, entry) of every Stop hook entry that is one of OURS or an earlier spelling."""
-    found = []
-    for g, group in enumerate(_get(data, ("hooks", "Stop")) or []):
-        entries = group.get("hooks") if isinstance(group, dict) else None
-        for e, entry in enumerate(entries if isinstance(entries, list) else []):
-            command = entry.get("command") if isinstance(entry, dict) else None
-            if isinstance(command, str) and any(same_hook(command, o) for o in ours):
-                found.append((g, e))
-    return found
+    return [(g, e) for g, e, command in stop_hook_commands(data)
+            if any(same_hook(command, o) for o in ours)]
 
 
 def _own_group(group: Any) -> bool:
@@ -439,8 +435,5 @@ def _strings(value: Any) -> list[str]:
 
 
 def hook_present(data: dict[str, Any], hook_command: str) -> bool:
-    stop = _get(data, ("hooks", "Stop"))
-    return isinstance(stop, list) and any(
-        isinstance(group, dict) and isinstance(group.get("hooks"), list)
-        and any(isinstance(e, dict) and e.get("command") == hook_command for e in group["hooks"])
-        for group in stop)
+    """Whether a Stop hook of this instance (HOOK_COMMAND or an earlier spelling) is there."""
+    return bool(_stop_entries(data, [hook_command]))

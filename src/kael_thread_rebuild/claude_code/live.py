@@ -17,8 +17,8 @@ from pathlib import Path
 import orjson
 from pydantic import BaseModel, ConfigDict
 
-from ..claude_cli import program_index
 from . import versions
+from .command_line import program_index
 from .versions import VERSION_PATTERN
 
 #: How much of the end of a transcript is read for its newest `version` stamp.

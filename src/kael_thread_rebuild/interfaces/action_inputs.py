@@ -8,7 +8,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, Field
 
-from ..claude_cli import HOOK_TIMEOUT
+from ..claude_code.settings import HOOK_TIMEOUT
 from ..defaults import MAX_REASON_CHARS
 from ..operations.service import CANCEL_WORD, REBUILD_WORD, ROLLBACK_WORD
 from .action_model import Cli

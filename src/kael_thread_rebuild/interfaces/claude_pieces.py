@@ -1,9 +1,9 @@
 """The `claude-pieces` action: what the installer writes for Claude Code, for pasting by hand.
 
 The Stop hook entry and the `claude mcp add` line come from the same definitions the
-installer's settings merge uses (`claude_cli`, shipped to hosts as the role's module_utils), the
-tool permissions from the table of actions (the role's generated `kael_mcp_tools.py`), so a
-household wired by hand ends up as the installer would have left it.
+installer's settings merge uses (`claude_code.settings`, shipped to hosts in the role's
+module_utils), the tool permissions from the table of actions (the role's generated
+`kael_mcp_tools.py`), so a household wired by hand ends up as the installer would have left it.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from ..claude_cli import (
+from ..claude_code.settings import (
     HOOK_STOP,
     MCP_SERVER,
     mcp_add_argv,

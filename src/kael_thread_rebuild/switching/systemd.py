@@ -19,9 +19,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
+from ..claude_code import registry
 from ..config import Config
 from ..errors import Refused
-from . import registry
 from .base import Identity
 from .dbus import (
     BusUnreachable,

@@ -39,9 +39,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from ..claude_code import registry
 from ..config import Config
 from ..errors import KaelError, Refused
-from . import registry
 from .base import Identity
 
 TMUX_TIMEOUT_SECONDS = 10.0

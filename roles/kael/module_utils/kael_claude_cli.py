@@ -1,1 +1,0 @@
-../../../src/kael_thread_rebuild/claude_cli.py
