@@ -12,7 +12,9 @@ import pytest
 from kael_thread_rebuild.claude_cli import ALIASES, ARITY, MANY, NONE, ONE, OPTIONAL
 from kael_thread_rebuild.claude_code import live, versions
 from kael_thread_rebuild.config import Config
-from kael_thread_rebuild.doctor import Check, check_claude_version, run_doctor
+from kael_thread_rebuild.doctor.model import Check
+from kael_thread_rebuild.doctor.runner import run_doctor
+from kael_thread_rebuild.doctor.target import check_claude_version
 from kael_thread_rebuild.interfaces.formatters import doctor_lines
 from kael_thread_rebuild.switching.registry import RegistryEntry
 from tests.conftest import ConfigFactory

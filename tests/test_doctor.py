@@ -21,21 +21,19 @@ import pytest
 from mcp.client.session import ClientSession
 from mcp_types import CallToolResult
 
-from kael_thread_rebuild import __version__, claude_cli, doctor
+import kael_thread_rebuild.doctor.facts as doctor_facts
+from kael_thread_rebuild import __version__, claude_cli
 from kael_thread_rebuild.claude_cli import claude_arguments, flag_groups, missing_flags
 from kael_thread_rebuild.config import Config
 from kael_thread_rebuild.daemon import worker_lock
-from kael_thread_rebuild.doctor import (
-    CHECKS,
-    HOST_FACTS_ENV,
-    UNMOUNTED_ENV,
-    VERSION_LABEL,
-    Check,
-    DoctorReport,
-    global_state_files,
-    resume_claude_args,
-    run_doctor,
-)
+from kael_thread_rebuild.doctor import hooks, resume
+from kael_thread_rebuild.doctor.facts import UNMOUNTED_ENV
+from kael_thread_rebuild.doctor.host import VERSION_LABEL
+from kael_thread_rebuild.doctor.host_facts import HOST_FACTS_ENV
+from kael_thread_rebuild.doctor.mcp import global_state_files
+from kael_thread_rebuild.doctor.model import Check, DoctorReport
+from kael_thread_rebuild.doctor.resume import resume_claude_args
+from kael_thread_rebuild.doctor.runner import CHECKS, run_doctor
 from kael_thread_rebuild.interfaces import cli
 from kael_thread_rebuild.operations import service
 from kael_thread_rebuild.operations.model import (
@@ -439,7 +437,7 @@ def test_hook_delivery_reads_only_the_end_of_a_long_log(make_config: ConfigFacto
     config = make_config()
     log = config.state_dir / "hook.log"
     log_lines(log, WRAPPER_FAILED, *["hook-stop: operation op-x -> scheduled"] * 5000)
-    assert log.stat().st_size > doctor.HOOK_LOG_TAIL_BYTES
+    assert log.stat().st_size > hooks.HOOK_LOG_TAIL_BYTES
     assert by_name(run_doctor(config))["hook_delivery"].ok
 
 
@@ -709,9 +707,11 @@ def test_resume_command_flags_are_read_through_wrappers(
 def test_the_doctor_parses_with_the_installers_module() -> None:
     """One parser: the doctor's functions are the package module that the installer's role
     ships as its module_utils (roles/kael/module_utils/kael_claude_cli.py links to it)."""
-    assert doctor.claude_arguments is claude_cli.claude_arguments
-    assert doctor.missing_flags is claude_cli.missing_flags
-    assert not hasattr(doctor, "_NO_VALUE") and not hasattr(doctor, "_ALIASES")
+    assert doctor_facts.claude_arguments is claude_cli.claude_arguments
+    assert resume.claude_arguments is claude_cli.claude_arguments
+    assert resume.missing_flags is claude_cli.missing_flags
+    for module in (doctor_facts, resume):
+        assert not hasattr(module, "_NO_VALUE") and not hasattr(module, "_ALIASES")
 
 
 # -- the doctor command --------------------------------------------------------------------------

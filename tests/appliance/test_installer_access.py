@@ -15,13 +15,11 @@ from typing import Any
 import yaml
 
 from kael_thread_rebuild.config import Config
-from kael_thread_rebuild.doctor import (
-    HOST_FACTS_ENV,
-    SERVER_NAME,
-    Check,
-    check_claude_access,
-    run_doctor,
-)
+from kael_thread_rebuild.doctor.host import check_claude_access
+from kael_thread_rebuild.doctor.host_facts import HOST_FACTS_ENV
+from kael_thread_rebuild.doctor.mcp import SERVER_NAME
+from kael_thread_rebuild.doctor.model import Check
+from kael_thread_rebuild.doctor.runner import run_doctor
 from tests.support.claude_env import find_claude_binary
 
 from . import engine

@@ -14,7 +14,7 @@ from pathlib import Path
 import orjson
 
 from kael_thread_rebuild.config import Config
-from kael_thread_rebuild.doctor import SERVER_NAME
+from kael_thread_rebuild.doctor.mcp import SERVER_NAME
 from tests.drill import procs
 from tests.guard import MARK
 from tests.support.claude_env import (

@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from kael_thread_rebuild.config import Config
-from kael_thread_rebuild.doctor import SERVER_NAME
+from kael_thread_rebuild.doctor.mcp import SERVER_NAME
 from kael_thread_rebuild.switching import registry
 from tests.support.claude_env import (
     DEFAULT_ALLOW,

@@ -384,8 +384,9 @@ def test_install_splices_and_uninstall_gives_back_every_byte(data: dict[str, Any
 
 
 def test_one_definition_of_our_hook_for_the_installer_and_doctor() -> None:
-    from kael_thread_rebuild import claude_cli, doctor
-    assert doctor._runs_hook_stop is claude_cli.runs_hook_stop
+    from kael_thread_rebuild import claude_cli
+    from kael_thread_rebuild.doctor import hooks
+    assert hooks._runs_hook_stop is claude_cli.runs_hook_stop
     assert load_module_utils("kael_claude_cli").same_hook.__code__.co_filename.endswith(
         "kael_claude_cli.py")  # the module's same_hook comes from the shared file
     assert claude_cli.runs_hook_stop("sh -c 'exec /opt/bin/kael-hook --config /c.toml'")

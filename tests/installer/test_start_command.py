@@ -15,8 +15,11 @@ from typing import Any
 
 import pytest
 
-from kael_thread_rebuild import claude_cli, doctor, paths
+from kael_thread_rebuild import claude_cli, paths
 from kael_thread_rebuild.config import parse_config
+from kael_thread_rebuild.doctor import resume
+from kael_thread_rebuild.doctor.facts import Facts
+from kael_thread_rebuild.doctor.model import Check
 from tests.installer.conftest import (
     INCIDENT_FLAGS,
     REAL_CLAUDE,
@@ -200,11 +203,11 @@ def test_every_option_of_claude_help_with_its_arity() -> None:
     assert sorted(set(specs) - set(cli.OPTION_SPECS)) == []
 
 
-def _doctor_check(resume_command: list[str], live_argv: list[str]) -> doctor.Check:
-    facts = doctor.Facts(parse_config({"project_dir": "/p", "resume_command": resume_command}),
-                         datetime.now(UTC), timedelta(minutes=5), {})
+def _doctor_check(resume_command: list[str], live_argv: list[str]) -> Check:
+    facts = Facts(parse_config({"project_dir": "/p", "resume_command": resume_command}),
+                  datetime.now(UTC), timedelta(minutes=5), {})
     facts.__dict__["claude_process"] = (4242, live_argv)  # the live process, as doctor reads it
-    return doctor.check_resume_command(facts)
+    return resume.check_resume_command(facts)
 
 
 def test_doctor_fails_a_resume_command_that_carries_the_prompt() -> None:
@@ -301,7 +304,7 @@ def test_the_module_utils_file_is_the_packages_module() -> None:
     assert ROLE_CLI.resolve() == PACKAGE_CLI.resolve()
     assert ROLE_CLI.read_bytes() == PACKAGE_CLI.read_bytes()
     assert cli.missing_flags.__code__.co_filename == str(ROLE_CLI)
-    assert doctor.missing_flags is claude_cli.missing_flags  # the doctor imports it, no copy
+    assert resume.missing_flags is claude_cli.missing_flags  # the doctor imports it, no copy
 
 
 def test_ansible_ships_the_linked_module_utils_to_the_host(tmp_path: Path) -> None:
