@@ -375,6 +375,34 @@ def test_stop_hook_of_another_config_is_not_this_instances(
     assert by_name(run_doctor(config, environ={CONFIG_ENV: str(mine)}))["stop_hook"].ok
 
 
+def test_stop_hook_of_another_config_named_from_home_is_not_this_instances(
+        make_config: ConfigFactory, layout: Layout, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hook names its config as a person types it, from their home (`~/…`, which the shell
+    that runs the hook expands), or names one whose state dir is in the home of a user this
+    host does not know (`~nosuchuser-kael/…`): either is another instance's hook, told apart by
+    the instance it names, and doctor says so rather than counting it as this one's."""
+    config = make_config(**layout.settings())
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    (home / "other.toml").write_text(f'instance = "other"\nproject_dir = "{layout.project_dir}"\n'
+                                     f'state_dir = "{tmp_path / "other-state"}"\n')
+    write_json(layout.config_dir / "settings.json",
+               stop_hooks("kael-thread-rebuild --config ~/other.toml hook-stop"))
+    check = by_name(run_doctor(config))["stop_hook"]
+    assert not check.ok and "--config ~/other.toml is instance 'other'" in check.detail, check
+
+    (home / "other.toml").write_text('instance = "other"\nstate_dir = "~nosuchuser-kael/s"\n')
+    check = by_name(run_doctor(config))["stop_hook"]
+    assert not check.ok and "instance 'other'" in check.detail, check
+    assert "~nosuchuser-kael/s" in check.detail, check
+    # The same instance name with a state dir this host cannot place: not known to be another.
+    (home / "other.toml").write_text(f'instance = "{config.instance}"\n'
+                                     'state_dir = "~nosuchuser-kael/s"\n')
+    assert by_name(run_doctor(config))["stop_hook"].ok
+
+
 @pytest.mark.parametrize("hook", [
     "kael-thread-rebuild --config /c.toml hook-stop",
     "docker exec -i kael-thread-rebuild-default kael-thread-rebuild hook-stop",

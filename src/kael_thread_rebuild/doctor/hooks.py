@@ -7,10 +7,11 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import NamedTuple
 
 from ..claude_cli import hook_option, runs_hook_stop
 from ..config import Activation
-from ..state_layout import peek_config, peeked_state_dir
+from ..state_layout import DEFAULT_STATE_DIR, peek_config, peeked_state_dir
 from .facts import Facts
 from .model import Check, failed, passed, skipped
 from .reading import json_dict, json_list, read_json, tail
@@ -40,14 +41,26 @@ def _same_path(one: str | Path, other: str | Path) -> bool:
     return os.path.realpath(os.path.expanduser(one)) == os.path.realpath(other)
 
 
-def _peek_config(path: str) -> tuple[str, Path] | None:
-    """(instance, state_dir) of another config file, read the way the hook's fast path reads it;
-    None when it cannot be read from here."""
+class _PeekedConfig(NamedTuple):
+    instance: str
+    state_dir: Path | None  # None: `~user` of no one known here
+    state_dir_text: str  # as the file spells it
+
+
+def _peek_config(path: str) -> _PeekedConfig | None:
+    """The instance and state dir of another config file, read the way the hook's fast path
+    reads it once the shell that runs the hook expanded `~` in PATH; None when it cannot be read
+    from here."""
     try:
-        data = peek_config(path)
-        return str(data.get("instance", "default")), peeked_state_dir(data)
-    except (OSError, ValueError, RuntimeError):  # RuntimeError: `~user` of no one
+        data = peek_config(os.path.expanduser(path))
+    except (OSError, ValueError):
         return None
+    instance = str(data.get("instance", "default"))
+    text = str(data.get("state_dir", DEFAULT_STATE_DIR))
+    try:
+        return _PeekedConfig(instance, peeked_state_dir(data), text)
+    except RuntimeError:  # `~user` of no one known here: the instance still tells
+        return _PeekedConfig(instance, None, text)
 
 
 def _serves_another_instance(facts: Facts, command: str) -> str | None:
@@ -62,9 +75,12 @@ def _serves_another_instance(facts: Facts, command: str) -> str | None:
                                and _same_path(config_path, facts.config_path)):
         return None
     other = _peek_config(config_path)
-    if other is not None and (other[0] != config.instance
-                              or not _same_path(other[1], config.state_dir)):
-        return f"its --config {config_path} is instance {other[0]!r} with state dir {other[1]}"
+    if other is None:
+        return None
+    elsewhere = other.state_dir is not None and not _same_path(other.state_dir, config.state_dir)
+    if other.instance != config.instance or elsewhere:
+        return (f"its --config {config_path} is instance {other.instance!r} with state dir "
+                f"{other.state_dir or other.state_dir_text}")
     return None
 
 
