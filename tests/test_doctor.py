@@ -557,6 +557,44 @@ def test_image_and_daemon_versions(make_config: ConfigFactory) -> None:
     assert not check.ok and "not on this host" in check.detail
 
 
+def test_a_pointer_instances_claude_user_needs_the_runners_wrapper_lines(
+        make_config: ConfigFactory, layout: Layout, tmp_path: Path) -> None:
+    """The pointer runner reaches the appliance through the wrapper too (`KAEL_RUN wait` after
+    each Stop, `KAEL_RUN start-failed`): sudo must allow those lines of a pointer instance, as
+    the installer writes them; a tmux instance needs only the MCP server's and the hook's."""
+    pointer = tmp_path / "pointer"
+    pointer.write_text(SESSION + "\n")
+    config = make_config(**layout.settings(), activation="pointer",
+                         resume_pointer_path=str(pointer))
+    access = host_facts()["claude_access"]
+
+    def claude_access(config: Config, *allowed: str) -> Check:
+        given = on_host(claude_access={**access, "allowed": list(allowed)})
+        return by_name(run_doctor(config, environ=given))["claude_access"]
+
+    wrapper = access["wrapper"]
+    check = claude_access(config, "mcp default", "hook default")
+    assert not check.ok and check.detail == (
+        f"sudo does not let the Claude user claude (uid 1000) run `{wrapper} wait default` and "
+        f"`{wrapper} start-failed default`, so its pointer runner (KAEL_RUN) can neither wait "
+        "for a switch after a Stop nor report a session it could not start"), check
+    assert check.fix.startswith("re-run the installer"), check
+    check = claude_access(config, "mcp default", "hook default", "wait default")
+    assert not check.ok and "start-failed default`, so its pointer runner" in check.detail
+    assert "`mcp default`" not in check.detail and "wait default`" not in check.detail
+    check = claude_access(config, "mcp default", "hook default", "wait default",
+                          "start-failed default")
+    assert check.ok and check.detail.endswith(
+        f"sudo lets it run {wrapper} mcp|hook|wait|start-failed default"), check
+    check = claude_access(config, "wait default", "start-failed default")
+    assert not check.ok and "so its MCP server or Stop hook cannot reach" in check.detail
+    assert "pointer runner" not in check.detail
+
+    tmux = make_config(**layout.settings())
+    check = claude_access(tmux, "mcp default", "hook default")
+    assert check.ok and check.detail.endswith(f"sudo lets it run {wrapper} mcp|hook default")
+
+
 def test_mcp_server_not_registered(make_config: ConfigFactory, layout: Layout) -> None:
     config = make_config(**layout.settings())
     state = layout.config_dir / ".claude.json"

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import __version__
+from ..config import Activation, Config
 from ..switching import registry
 from .facts import Facts
 from .host_facts import ClaudeAccess, HostContainer, HostDaemon, HostFacts, HostImage
@@ -72,7 +73,14 @@ def _left_behind(stopped: list[HostContainer], extra: list[HostContainer], live:
     return "; ".join(problems)
 
 
-def _access_problems(access: ClaudeAccess, instance: str) -> list[tuple[str, str]]:
+#: The wrapper's lines every Claude user needs: its MCP server and its Stop hook.
+WRAPPER_LINES = ("mcp", "hook")
+#: The pointer runner's, too (KAEL_RUN, docs/pointer-runner.md): the wait after each Stop, and
+#: the report of a session it could not start. The installer allows them; allow-user.sh does not.
+POINTER_WRAPPER_LINES = ("wait", "start-failed")
+
+
+def _access_problems(access: ClaudeAccess, config: Config) -> list[tuple[str, str]]:
     """(problem, fix) for each way the Claude user's access is off."""
     who = f"the Claude user {access.user or '?'} (uid {access.uid})"
     problems = []
@@ -87,22 +95,35 @@ def _access_problems(access: ClaudeAccess, instance: str) -> list[tuple[str, str
         problems.append((f"{who} can use the Docker socket {access.socket} "
                          f"({access.socket_detail}), which is root on this host",
                          f"leave {access.socket} to root and the docker group only"))
-    missing = [line for line in (f"mcp {instance}", f"hook {instance}")
-               if line not in access.allowed]
-    if missing:
-        shown = " and ".join(f"`{access.wrapper} {line}`" for line in missing)
+    shown = _not_allowed(access, WRAPPER_LINES, config.instance)
+    if shown:
         problems.append((f"sudo does not let {who} run {shown}, so its MCP server or Stop hook "
                          "cannot reach the appliance",
                          "re-run the installer (or image/allow-user.sh --config <config> --user "
                          f"{access.user or '<user>'} as root)"))
+    shown = _not_allowed(access, POINTER_WRAPPER_LINES, config.instance) \
+        if config.activation is Activation.pointer else ""
+    if shown:
+        problems.append((f"sudo does not let {who} run {shown}, so its pointer runner "
+                         "(KAEL_RUN) can neither wait for a switch after a Stop nor report a "
+                         "session it could not start",
+                         "re-run the installer, which allows the pointer runner's lines "
+                         "(image/allow-user.sh allows only `mcp` and `hook`)"))
     return problems
+
+
+def _not_allowed(access: ClaudeAccess, roles: tuple[str, ...], instance: str) -> str:
+    """Which of the wrapper's lines ROLES of INSTANCE sudo does not allow, as shown; "" for
+    none."""
+    missing = [f"{role} {instance}" for role in roles if f"{role} {instance}" not in access.allowed]
+    return " and ".join(f"`{access.wrapper} {line}`" for line in missing)
 
 
 def check_claude_access(facts: Facts) -> Check:
     """The Claude user, whose Claude Code runs a model with a shell, has no Docker (root on the
     host) and reaches the appliance only through the wrapper, which sudo allows it for this
-    instance's MCP server and Stop hook (docs/security.md)."""
-    name = "claude_access"
+    instance's MCP server and Stop hook, and a pointer instance's runner (docs/security.md)."""
+    name, config = "claude_access", facts.config
     host = _host(facts, name)
     if isinstance(host, Check):
         return host
@@ -113,13 +134,15 @@ def check_claude_access(facts: Facts) -> Check:
     if access.uid == 0:
         return passed(name, "Claude Code runs as root: its hook and MCP server use Docker "
                             "themselves; there is nothing to withhold")
-    problems = _access_problems(access, facts.config.instance)
+    problems = _access_problems(access, config)
     if problems:
         return failed(name, "; ".join(problem for problem, _ in problems),
                       "; ".join(fix for _, fix in problems))
+    roles = WRAPPER_LINES + (POINTER_WRAPPER_LINES if config.activation is Activation.pointer
+                             else ())
     return passed(name, f"the Claude user {access.user} is in no docker group, cannot use "
                         f"{access.socket} ({access.socket_detail}); sudo lets it run "
-                        f"{access.wrapper} mcp|hook {facts.config.instance}")
+                        f"{access.wrapper} {'|'.join(roles)} {config.instance}")
 
 
 def _short(image_id: str) -> str:

@@ -52,7 +52,8 @@ class HostDaemon(HostContainer):
 class ClaudeAccess(BaseModel):
     """How the Claude user reaches the appliance, tried on the host as that user: its groups,
     whether it can use the Docker socket, and which of the wrapper's lines of this instance
-    (`mcp NAME`, `hook NAME`) sudo allows it (`sudo -l -U`, which runs nothing)."""
+    (`mcp NAME`, `hook NAME`; the pointer runner's `wait NAME`, `start-failed NAME`) sudo allows
+    it (`sudo -l -U`, which runs nothing)."""
 
     model_config = ConfigDict(extra="ignore")
 
