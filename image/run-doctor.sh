@@ -43,8 +43,8 @@ json_string() {
   printf '"%s"' "$(printf '%s' "$text" | tr -d '\000-\037')"
 }
 
-# host_facts INSTANCE IMAGE -> the JSON of kael_thread_rebuild.doctor.HostFacts on stdout. Every
-# object comes from Docker's own `{{json}}` templates; nothing is parsed here.
+# host_facts INSTANCE IMAGE -> the JSON of kael_thread_rebuild.doctor.host_facts.HostFacts on
+# stdout. Every object comes from Docker's own `{{json}}` templates; nothing is parsed here.
 host_facts() {
   local instance="$1" image="$2" by installed daemons="" mcps id fields labels image_id state engine
   by="label=$KAEL_LABEL_PREFIX.instance=$instance"
@@ -75,8 +75,8 @@ host_facts() {
     "$installed" "$daemons" "$mcps" "$(claude_access "${user%%:*}" "${user##*:}" "$instance")"
 }
 
-# claude_access UID GID INSTANCE -> the JSON of kael_thread_rebuild.doctor.ClaudeAccess: the
-# Claude user's groups, whether it can use the Docker socket (`docker version` tried as that
+# claude_access UID GID INSTANCE -> the JSON of kael_thread_rebuild.doctor.host_facts.ClaudeAccess:
+# the Claude user's groups, whether it can use the Docker socket (`docker version` tried as that
 # user, with nothing of this environment), and which of the wrapper's lines of INSTANCE sudo
 # allows it (`sudo -l -U`, which runs nothing): mcp and hook, and the pointer runner's wait and
 # start-failed (doctor asks for those of a pointer instance). Only root can try them for another
