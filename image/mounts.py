@@ -37,7 +37,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kael_thread_rebuild.config import Activation, Config, SystemdBus, load_config
-from kael_thread_rebuild.doctor import UNMOUNTED_ENV, global_state_files
+from kael_thread_rebuild.doctor.facts import UNMOUNTED_ENV
+from kael_thread_rebuild.doctor.mcp import global_state_files
 from kael_thread_rebuild.errors import KaelError
 from kael_thread_rebuild.state_layout import CONFIG_ENV
 

@@ -12,7 +12,7 @@
 # $KAEL_HOST_FACTS: from the Docker engine the instance's MCP server containers (orphaned ones),
 # its daemon container (image, state, the engine version inside it) and IMAGE, the installed
 # image; and the Claude user's access (run as root: its groups, `docker version` tried as that
-# user, and whether sudo lets it run WRAPPER mcp|hook INSTANCE, default
+# user, and whether sudo lets it run WRAPPER mcp|hook|wait|start-failed INSTANCE, default
 # /usr/local/lib/kael-thread-rebuild/kael-run). Exit status: doctor's (0 when every check passes).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -43,8 +43,8 @@ json_string() {
   printf '"%s"' "$(printf '%s' "$text" | tr -d '\000-\037')"
 }
 
-# host_facts INSTANCE IMAGE -> the JSON of kael_thread_rebuild.doctor.HostFacts on stdout. Every
-# object comes from Docker's own `{{json}}` templates; nothing is parsed here.
+# host_facts INSTANCE IMAGE -> the JSON of kael_thread_rebuild.doctor.host_facts.HostFacts on
+# stdout. Every object comes from Docker's own `{{json}}` templates; nothing is parsed here.
 host_facts() {
   local instance="$1" image="$2" by installed daemons="" mcps id fields labels image_id state engine
   by="label=$KAEL_LABEL_PREFIX.instance=$instance"
@@ -75,10 +75,12 @@ host_facts() {
     "$installed" "$daemons" "$mcps" "$(claude_access "${user%%:*}" "${user##*:}" "$instance")"
 }
 
-# claude_access UID GID INSTANCE -> the JSON of kael_thread_rebuild.doctor.ClaudeAccess: the
-# Claude user's groups, whether it can use the Docker socket (`docker version` tried as that
-# user, with nothing of this environment), and which of the wrapper's two lines of INSTANCE sudo
-# allows it (`sudo -l -U`, which runs nothing). Only root can try them for another user.
+# claude_access UID GID INSTANCE -> the JSON of kael_thread_rebuild.doctor.host_facts.ClaudeAccess:
+# the Claude user's groups, whether it can use the Docker socket (`docker version` tried as that
+# user, with nothing of this environment), and which of the wrapper's lines of INSTANCE sudo
+# allows it (`sudo -l -U`, which runs nothing): mcp and hook, and the pointer runner's wait and
+# start-failed (doctor asks for those of a pointer instance). Only root can try them for another
+# user.
 claude_access() {
   local uid="$1" gid="$2" instance="$3" name="" groups="" reach=null detail allowed="" line
   local socket="${DOCKER_HOST:-unix:///var/run/docker.sock}"
@@ -96,7 +98,7 @@ claude_access() {
   else
     reach=false detail="$(printf '%s\n' "$detail" | sed -n '/./{p;q;}')"
   fi
-  for line in mcp hook; do
+  for line in mcp hook wait start-failed; do
     if [ "$(id -u)" -eq 0 ] && [ -n "$name" ] \
         && sudo -n -l -U "$name" "$wrapper" "$line" "$instance" >/dev/null 2>&1; then
       allowed="$allowed${allowed:+,}$(json_string "$line $instance")"

@@ -13,7 +13,9 @@ from kael_thread_rebuild.claude_code import live, versions
 from kael_thread_rebuild.claude_code.command_line import ALIASES, ARITY, MANY, NONE, ONE, OPTIONAL
 from kael_thread_rebuild.claude_code.registry import RegistryEntry
 from kael_thread_rebuild.config import Config
-from kael_thread_rebuild.doctor import Check, check_claude_version, run_doctor
+from kael_thread_rebuild.doctor.model import Check
+from kael_thread_rebuild.doctor.runner import run_doctor
+from kael_thread_rebuild.doctor.target import check_claude_version
 from kael_thread_rebuild.interfaces.formatters import doctor_lines
 from tests.conftest import ConfigFactory
 from tests.fixtures import surface

@@ -21,7 +21,8 @@ import pytest
 from mcp.client.session import ClientSession
 from mcp_types import CallToolResult
 
-from kael_thread_rebuild import __version__, doctor
+import kael_thread_rebuild.doctor.facts as doctor_facts
+from kael_thread_rebuild import __version__
 from kael_thread_rebuild.claude_code import command_line, registry
 from kael_thread_rebuild.claude_code.command_line import (
     claude_arguments,
@@ -31,17 +32,14 @@ from kael_thread_rebuild.claude_code.command_line import (
 from kael_thread_rebuild.claude_code.project_dir import encode_project_dir
 from kael_thread_rebuild.config import Config
 from kael_thread_rebuild.daemon import worker_lock
-from kael_thread_rebuild.doctor import (
-    CHECKS,
-    HOST_FACTS_ENV,
-    UNMOUNTED_ENV,
-    VERSION_LABEL,
-    Check,
-    DoctorReport,
-    global_state_files,
-    resume_claude_args,
-    run_doctor,
-)
+from kael_thread_rebuild.doctor import hooks, resume
+from kael_thread_rebuild.doctor.facts import UNMOUNTED_ENV
+from kael_thread_rebuild.doctor.host import VERSION_LABEL
+from kael_thread_rebuild.doctor.host_facts import HOST_FACTS_ENV
+from kael_thread_rebuild.doctor.mcp import global_state_files
+from kael_thread_rebuild.doctor.model import Check, DoctorReport
+from kael_thread_rebuild.doctor.resume import resume_claude_args
+from kael_thread_rebuild.doctor.runner import CHECKS, run_doctor
 from kael_thread_rebuild.interfaces import cli
 from kael_thread_rebuild.operations import service
 from kael_thread_rebuild.operations.model import (
@@ -382,6 +380,34 @@ def test_stop_hook_of_another_config_is_not_this_instances(
     assert by_name(run_doctor(config, environ={CONFIG_ENV: str(mine)}))["stop_hook"].ok
 
 
+def test_stop_hook_of_another_config_named_from_home_is_not_this_instances(
+        make_config: ConfigFactory, layout: Layout, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hook names its config as a person types it, from their home (`~/…`, which the shell
+    that runs the hook expands), or names one whose state dir is in the home of a user this
+    host does not know (`~nosuchuser-kael/…`): either is another instance's hook, told apart by
+    the instance it names, and doctor says so rather than counting it as this one's."""
+    config = make_config(**layout.settings())
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    (home / "other.toml").write_text(f'instance = "other"\nproject_dir = "{layout.project_dir}"\n'
+                                     f'state_dir = "{tmp_path / "other-state"}"\n')
+    write_json(layout.config_dir / "settings.json",
+               stop_hooks("kael-thread-rebuild --config ~/other.toml hook-stop"))
+    check = by_name(run_doctor(config))["stop_hook"]
+    assert not check.ok and "--config ~/other.toml is instance 'other'" in check.detail, check
+
+    (home / "other.toml").write_text('instance = "other"\nstate_dir = "~nosuchuser-kael/s"\n')
+    check = by_name(run_doctor(config))["stop_hook"]
+    assert not check.ok and "instance 'other'" in check.detail, check
+    assert "~nosuchuser-kael/s" in check.detail, check
+    # The same instance name with a state dir this host cannot place: not known to be another.
+    (home / "other.toml").write_text(f'instance = "{config.instance}"\n'
+                                     'state_dir = "~nosuchuser-kael/s"\n')
+    assert by_name(run_doctor(config))["stop_hook"].ok
+
+
 @pytest.mark.parametrize("hook", [
     "kael-thread-rebuild --config /c.toml hook-stop",
     "docker exec -i kael-thread-rebuild-default kael-thread-rebuild hook-stop",
@@ -444,7 +470,7 @@ def test_hook_delivery_reads_only_the_end_of_a_long_log(make_config: ConfigFacto
     config = make_config()
     log = config.state_dir / "hook.log"
     log_lines(log, WRAPPER_FAILED, *["hook-stop: operation op-x -> scheduled"] * 5000)
-    assert log.stat().st_size > doctor.HOOK_LOG_TAIL_BYTES
+    assert log.stat().st_size > hooks.HOOK_LOG_TAIL_BYTES
     assert by_name(run_doctor(config))["hook_delivery"].ok
 
 
@@ -534,6 +560,44 @@ def test_image_and_daemon_versions(make_config: ConfigFactory) -> None:
     assert not check.ok and "2 daemon containers" in check.detail
     check = versions(installed_image=None)
     assert not check.ok and "not on this host" in check.detail
+
+
+def test_a_pointer_instances_claude_user_needs_the_runners_wrapper_lines(
+        make_config: ConfigFactory, layout: Layout, tmp_path: Path) -> None:
+    """The pointer runner reaches the appliance through the wrapper too (`KAEL_RUN wait` after
+    each Stop, `KAEL_RUN start-failed`): sudo must allow those lines of a pointer instance, as
+    the installer writes them; a tmux instance needs only the MCP server's and the hook's."""
+    pointer = tmp_path / "pointer"
+    pointer.write_text(SESSION + "\n")
+    config = make_config(**layout.settings(), activation="pointer",
+                         resume_pointer_path=str(pointer))
+    access = host_facts()["claude_access"]
+
+    def claude_access(config: Config, *allowed: str) -> Check:
+        given = on_host(claude_access={**access, "allowed": list(allowed)})
+        return by_name(run_doctor(config, environ=given))["claude_access"]
+
+    wrapper = access["wrapper"]
+    check = claude_access(config, "mcp default", "hook default")
+    assert not check.ok and check.detail == (
+        f"sudo does not let the Claude user claude (uid 1000) run `{wrapper} wait default` and "
+        f"`{wrapper} start-failed default`, so its pointer runner (KAEL_RUN) can neither wait "
+        "for a switch after a Stop nor report a session it could not start"), check
+    assert check.fix.startswith("re-run the installer"), check
+    check = claude_access(config, "mcp default", "hook default", "wait default")
+    assert not check.ok and "start-failed default`, so its pointer runner" in check.detail
+    assert "`mcp default`" not in check.detail and "wait default`" not in check.detail
+    check = claude_access(config, "mcp default", "hook default", "wait default",
+                          "start-failed default")
+    assert check.ok and check.detail.endswith(
+        f"sudo lets it run {wrapper} mcp|hook|wait|start-failed default"), check
+    check = claude_access(config, "wait default", "start-failed default")
+    assert not check.ok and "so its MCP server or Stop hook cannot reach" in check.detail
+    assert "pointer runner" not in check.detail
+
+    tmux = make_config(**layout.settings())
+    check = claude_access(tmux, "mcp default", "hook default")
+    assert check.ok and check.detail.endswith(f"sudo lets it run {wrapper} mcp|hook default")
 
 
 def test_mcp_server_not_registered(make_config: ConfigFactory, layout: Layout) -> None:
@@ -714,9 +778,11 @@ def test_resume_command_flags_are_read_through_wrappers(
 def test_the_doctor_parses_with_the_installers_module() -> None:
     """One parser: the doctor's functions are the package module that the installer's role
     ships as its module_utils (a copy in roles/kael/module_utils/kael_claude_code/)."""
-    assert doctor.claude_arguments is command_line.claude_arguments
-    assert doctor.missing_flags is command_line.missing_flags
-    assert not hasattr(doctor, "_NO_VALUE") and not hasattr(doctor, "_ALIASES")
+    assert doctor_facts.claude_arguments is command_line.claude_arguments
+    assert resume.claude_arguments is command_line.claude_arguments
+    assert resume.missing_flags is command_line.missing_flags
+    for module in (doctor_facts, resume):
+        assert not hasattr(module, "_NO_VALUE") and not hasattr(module, "_ALIASES")
 
 
 # -- the doctor command --------------------------------------------------------------------------

@@ -109,7 +109,7 @@ def test_the_config_path_is_read_from_the_environment_in_one_place() -> None:
                                               path.read_text(encoding="utf-8")):
             readers.append(str(path.relative_to(REPO)))
     # doctor reads the environment it is handed (a test's, or the container's), never its own
-    assert readers == ["src/kael_thread_rebuild/doctor.py"]
+    assert readers == ["src/kael_thread_rebuild/doctor/facts.py"]
 
 
 @pytest.mark.parametrize(("copy", "name"), sorted(COPIES.items()))

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from kael_thread_rebuild.doctor import SERVER_NAME
+from kael_thread_rebuild.doctor.mcp import SERVER_NAME
 from tests.drill import live, procs, steps
 from tests.guard import tmux_socket_dir
 from tests.support.claude_env import (

@@ -14,7 +14,7 @@ import pytest
 from docker.models.images import Image
 
 from kael_thread_rebuild import __version__
-from kael_thread_rebuild.doctor import VERSION_LABEL
+from kael_thread_rebuild.doctor.host import VERSION_LABEL
 from tests.drill import procs
 
 from . import engine

@@ -14,14 +14,12 @@ from typing import Any
 
 import yaml
 
-from kael_thread_rebuild.config import Config
-from kael_thread_rebuild.doctor import (
-    HOST_FACTS_ENV,
-    SERVER_NAME,
-    Check,
-    check_claude_access,
-    run_doctor,
-)
+from kael_thread_rebuild.config import Activation, Config
+from kael_thread_rebuild.doctor.host import check_claude_access
+from kael_thread_rebuild.doctor.host_facts import HOST_FACTS_ENV
+from kael_thread_rebuild.doctor.mcp import SERVER_NAME
+from kael_thread_rebuild.doctor.model import Check
+from kael_thread_rebuild.doctor.runner import run_doctor
 from tests.support.claude_env import find_claude_binary
 
 from . import engine
@@ -77,11 +75,12 @@ def _playbook(tmp_path: Path, home: SudoHousehold, item: dict[str, Any], state: 
 def _doctor_sees(tmp_path: Path, home: SudoHousehold, item: dict[str, Any],
                  config: Config) -> Check:
     """The installer's doctor role gathers the Claude user's access in the household; doctor's
-    claude_access check on those facts."""
+    claude_access check on those facts, for the instance as the item wires it (its base)."""
     done = _playbook(tmp_path, home, item, "present", ACCESS_PLAY)
     assert done.returncode == 0, done.stdout[-4000:]
     facts = {"claude_access": json.loads((tmp_path / "access.json").read_text())}
-    report = run_doctor(config, checks=[check_claude_access],
+    wired = config.model_copy(update={"activation": Activation(item["base"])})
+    report = run_doctor(wired, checks=[check_claude_access],
                         environ={HOST_FACTS_ENV: json.dumps(facts)})
     (check,) = report.checks
     return check
@@ -155,3 +154,32 @@ def test_the_installer_wires_the_wrapper_and_takes_the_docker_group_away(
         assert SERVER_NAME not in json.loads(
             (claude.config_dir / ".claude.json").read_text()).get("mcpServers", {})
         assert home.as_claude("sudo", "-n", WRAPPER, "mcp", appliance.name).returncode == 1
+
+
+def test_the_installer_allows_a_pointer_instances_runner_and_doctor_asks_for_it(
+        tmp_path: Path, appliance: engine.Instance) -> None:
+    """A pointer instance's runner reaches the appliance through the wrapper too (`wait` after
+    each Stop, `start-failed`): the installer allows those lines, the doctor role asks sudo for
+    them, and claude_access fails without them and passes with them."""
+    claude, config, config_path = claude_instance(tmp_path, appliance.name, "http://127.0.0.1:9")
+    item = {"name": appliance.name, "base": "pointer", "claude_user": USER, "claude_uid": UID,
+            "claude_gid": UID, "claude_home": str(claude.home),
+            "claude_account_home": f"/home/{USER}", "claude_config_dir": str(claude.config_dir),
+            "claude_config_dir_from_env": True, "claude_cli": ["/usr/local/bin/claude"],
+            "state_dir": str(config.state_dir), "config_path": str(config_path),
+            "record_path": f"{ETC}/{appliance.name}.installed.json",
+            "container": appliance.daemon_name, "hook_command": None, "mcp_command": None}
+    with sudo_household(tmp_path, appliance, find_claude_binary(),
+                        installed=("kael-hook", "lib.sh", "mcp-command.sh")) as home:
+        before = _doctor_sees(tmp_path, home, item, config)
+        assert not before.ok and f"`{WRAPPER} wait {appliance.name}` and `{WRAPPER} start-failed " \
+            f"{appliance.name}`, so its pointer runner" in before.detail, before
+        assert home.run("install", "-d", "-m", "0755", ETC).returncode == 0  # kael_appliance's
+        done = _playbook(tmp_path, home, item, "present")
+        assert done.returncode == 0, done.stdout[-4000:]
+        rules = home.as_claude("sudo", "-n", "-l").stdout.decode()
+        assert f"{WRAPPER} wait {appliance.name}, {WRAPPER} start-failed {appliance.name}" \
+            in rules, rules
+        after = _doctor_sees(tmp_path, home, item, config)
+        assert after.ok and after.detail.endswith(
+            f"sudo lets it run {WRAPPER} mcp|hook|wait|start-failed {appliance.name}"), after

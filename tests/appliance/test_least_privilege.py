@@ -14,7 +14,7 @@ from pathlib import Path
 import orjson
 
 from kael_thread_rebuild.config import Config
-from kael_thread_rebuild.doctor import SERVER_NAME
+from kael_thread_rebuild.doctor.mcp import SERVER_NAME
 from tests.drill import procs
 from tests.guard import MARK
 from tests.support.claude_env import (
@@ -72,12 +72,22 @@ def test_doctor_checks_the_claude_users_access(
     household = make_household(tmp_path, appliance.name, UID, UID)
     with sudo_household(tmp_path, appliance) as home:
         _allowed(home, household)
+        # allow-user.sh allows the MCP server and the hook only; this pointer instance's runner
+        # needs `wait` and `start-failed` too (run-doctor.sh asks sudo for them).
+        check = home.doctor(household.config_path)["claude_access"]
+        assert not check["ok"] and check["detail"] == (
+            f"sudo does not let the Claude user household (uid 1000) run `{WRAPPER} wait "
+            f"{appliance.name}` and `{WRAPPER} start-failed {appliance.name}`, so its pointer "
+            "runner (KAEL_RUN) can neither wait for a switch after a Stop nor report a session "
+            "it could not start"), check
+        _allow_the_runner(home, appliance.name)
         check = home.doctor(household.config_path)["claude_access"]
         assert check["ok"] and not check["skipped"], check
         assert check["detail"].startswith("the Claude user household is in no docker group, "
                                           "cannot use unix:///var/run/docker.sock (permission "
                                           "denied"), check
-        assert check["detail"].endswith(f"sudo lets it run {WRAPPER} mcp|hook {appliance.name}")
+        assert check["detail"].endswith(
+            f"sudo lets it run {WRAPPER} mcp|hook|wait|start-failed {appliance.name}"), check
 
         home.join_docker_group()
         check = home.doctor(household.config_path)["claude_access"]
@@ -90,10 +100,22 @@ def test_doctor_checks_the_claude_users_access(
         home.run("gpasswd", "--delete", "household", "docker")
         home.run(f"{LIBEXEC}/allow-user.sh", "--remove", "--config", str(household.config_path))
         check = home.doctor(household.config_path)["claude_access"]
-        assert not check["ok"] and check["detail"] == (
+        assert not check["ok"] and check["detail"].startswith(
             f"sudo does not let the Claude user household (uid 1000) run `{WRAPPER} mcp "
             f"{appliance.name}` and `{WRAPPER} hook {appliance.name}`, so its MCP server or Stop "
-            "hook cannot reach the appliance"), check
+            "hook cannot reach the appliance; "), check
+
+
+def _allow_the_runner(home: SudoHousehold, instance: str) -> None:
+    """The instance's rule as the installer writes it for the pointer base: the runner's `wait`
+    and `start-failed` lines after the MCP server's and the hook's."""
+    lines = ", ".join(f"{WRAPPER} {role} {instance}"
+                      for role in ("mcp", "hook", "wait", "start-failed"))
+    rule = f"Defaults!{WRAPPER} !use_pty\n#{UID} ALL=(root) NOPASSWD: {lines}\n"
+    sudoers = f"/etc/sudoers.d/kael-thread-rebuild-{instance.replace('.', '_')}"
+    done = home.run("sh", "-c", 'printf "%s" "$1" > "$2.new" && chmod 0440 "$2.new" && '
+                    'visudo -cqf "$2.new" && mv -f "$2.new" "$2"', "sh", rule, sudoers)
+    assert done.returncode == 0, done
 
 
 def test_the_wrapper_runs_only_its_fixed_commands(

@@ -20,7 +20,7 @@ import orjson
 
 from kael_thread_rebuild.claude_code import registry
 from kael_thread_rebuild.config import Config
-from kael_thread_rebuild.doctor import SERVER_NAME
+from kael_thread_rebuild.doctor.mcp import SERVER_NAME
 from tests.support.claude_env import (
     DEFAULT_ALLOW,
     ClaudeEnv,

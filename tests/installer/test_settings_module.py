@@ -15,8 +15,9 @@ from hypothesis import assume, given
 from hypothesis import settings as examples
 from hypothesis import strategies as st
 
-from kael_thread_rebuild import doctor
 from kael_thread_rebuild.config import parse_config
+from kael_thread_rebuild.doctor.facts import Facts
+from kael_thread_rebuild.doctor.hooks import check_stop_hook
 from kael_thread_rebuild.state_layout import CONFIG_ENV
 from tests.installer.conftest import FOREIGN_SETTINGS, RunModule, load_module_utils
 
@@ -432,10 +433,10 @@ def test_one_definition_of_our_hook_for_the_installer_and_doctor(
 
     settings = {"hooks": {"Stop": [{"hooks": [{"type": "command", "command": command}]}]}}
     (claude / "settings.json").write_text(json.dumps(settings))
-    facts = doctor.Facts(parse_config({"instance": "x", "project_dir": str(tmp_path),
-                                       "state_dir": str(state), "claude_config_dir": str(claude)}),
-                         datetime.now(UTC), timedelta(minutes=5), {CONFIG_ENV: str(config)})
-    check = doctor.check_stop_hook(facts)
+    facts = Facts(parse_config({"instance": "x", "project_dir": str(tmp_path),
+                                "state_dir": str(state), "claude_config_dir": str(claude)}),
+                  datetime.now(UTC), timedelta(minutes=5), {CONFIG_ENV: str(config)})
+    check = check_stop_hook(facts)
     assert check.ok is doctor_ours, check.detail
 
     change = settings_utils.install(json.dumps(settings), ours, 10)

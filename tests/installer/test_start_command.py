@@ -15,10 +15,12 @@ from typing import Any
 
 import pytest
 
-from kael_thread_rebuild import doctor
 from kael_thread_rebuild.claude_code import command_line, project_dir
 from kael_thread_rebuild.claude_code.role_utils import PACKAGE, SHIPPED
 from kael_thread_rebuild.config import parse_config
+from kael_thread_rebuild.doctor import resume
+from kael_thread_rebuild.doctor.facts import Facts
+from kael_thread_rebuild.doctor.model import Check
 from tests.installer.conftest import (
     INCIDENT_FLAGS,
     REAL_CLAUDE,
@@ -204,11 +206,11 @@ def test_every_option_of_claude_help_with_its_arity() -> None:
     assert sorted(set(specs) - set(role_command_line.OPTION_SPECS)) == []
 
 
-def _doctor_check(resume_command: list[str], live_argv: list[str]) -> doctor.Check:
-    facts = doctor.Facts(parse_config({"project_dir": "/p", "resume_command": resume_command}),
-                         datetime.now(UTC), timedelta(minutes=5), {})
+def _doctor_check(resume_command: list[str], live_argv: list[str]) -> Check:
+    facts = Facts(parse_config({"project_dir": "/p", "resume_command": resume_command}),
+                  datetime.now(UTC), timedelta(minutes=5), {})
     facts.__dict__["claude_process"] = (4242, live_argv)  # the live process, as doctor reads it
-    return doctor.check_resume_command(facts)
+    return resume.check_resume_command(facts)
 
 
 def test_doctor_fails_a_resume_command_that_carries_the_prompt() -> None:
@@ -303,7 +305,7 @@ def test_the_module_utils_are_copies_of_the_packages_modules() -> None:
     package's modules (tests/installer/test_role_utils.py checks the copies), the doctor the
     package's own."""
     assert cli.missing_flags.__code__.co_filename == str(ROLE_PACKAGE / "command_line.py")
-    assert doctor.missing_flags is command_line.missing_flags  # the doctor imports it, no copy
+    assert resume.missing_flags is command_line.missing_flags  # the doctor imports it, no copy
 
 
 def test_ansible_ships_the_module_utils_package_to_the_host(tmp_path: Path) -> None:

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from kael_thread_rebuild.doctor import check_resume_start, run_doctor
+from kael_thread_rebuild.doctor.resume import check_resume_start
+from kael_thread_rebuild.doctor.runner import run_doctor
 from tests.switching.sandbox import SLEEPER, PrivateTmux, tmux_config
 
 

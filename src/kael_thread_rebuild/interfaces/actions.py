@@ -17,7 +17,8 @@ from typing import Any
 
 from ..conversation.dirty import DirtyReport
 from ..daemon import Recovery, recover_once, serve
-from ..doctor import DoctorReport, run_doctor
+from ..doctor.model import DoctorReport
+from ..doctor.runner import run_doctor
 from ..errors import Refused, UsageError
 from ..fsutil import atomic_write_bytes
 from ..operations import service

@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ..daemon import Recovery
-from ..doctor import Check, DoctorReport
+from ..doctor.model import Check, DoctorReport
 from ..errors import Refused
 from ..operations.model import Operation
 from ..operations.service import Requested

@@ -30,7 +30,7 @@ from pydantic import BaseModel, Field
 
 from .. import __version__
 from ..config import Config
-from ..doctor import SERVER_NAME
+from ..doctor.mcp import SERVER_NAME
 from ..errors import KaelError
 from ..fsutil import atomic_write_bytes
 from ..operations import service

@@ -21,7 +21,7 @@ from conftest import (
     run_playbook,
 )
 from kael_thread_rebuild import __version__
-from kael_thread_rebuild.doctor import CHECKS
+from kael_thread_rebuild.doctor.runner import CHECKS
 
 SESSION_FLAGS = {"--continue", "-c"}
 
