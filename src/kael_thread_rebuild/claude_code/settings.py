@@ -102,13 +102,28 @@ def hook_instance(command: str, ours: Instance,
         return Served(UNKNOWN, "it has no --config: it serves the config $KAEL_REBUILD_CONFIG "
                                "names where it runs")
     other = read_config(hook.config) if read_config is not None else None
+    return _served_by_config(hook.config, other, ours)
+
+
+def _served_by_config(config: str, other: Instance | None, ours: Instance) -> Served:
+    """Which instance a hook serves whose --config CONFIG is not this instance's file, OTHER
+    being what that file holds (None: not readable from here)."""
     if other is None or other.state_dir is None or ours.state_dir is None:
-        return Served(UNKNOWN, f"its --config {hook.config} is not this instance's config file, "
+        return Served(UNKNOWN, f"its --config {config} is not this instance's config file, "
                                "and what it holds is not known from here")
-    if other.name != ours.name or not same_path(other.state_dir, ours.state_dir):
-        return Served(OTHER, f"its --config {hook.config} is instance {other.name!r} with state "
+    if other.name != ours.name or (_placeable(other.state_dir)
+                                   and not same_path(other.state_dir, ours.state_dir)):
+        return Served(OTHER, f"its --config {config} is instance {other.name!r} with state "
                              f"dir {other.state_dir}")
+    if not _placeable(other.state_dir):
+        return Served(UNKNOWN, f"its --config {config} names this instance with a state dir "
+                               f"in a home not known here ({other.state_dir})")
     return Served(THIS)
+
+
+def _placeable(path: str) -> bool:
+    """Whether PATH can be placed here: not in the home (`~user`) of a user unknown here."""
+    return not path.startswith("~") or os.path.expanduser(path) != path
 
 
 def same_hook(command: str, ours: str) -> bool:
