@@ -99,7 +99,7 @@ def hook_instance(command: str, ours: Instance,
             hook.state_dir, ours.state_dir):
         return Served(OTHER, f"its --state-dir is {hook.state_dir}, not {ours.state_dir}")
     if hook.config is None:
-        return Served(UNKNOWN, "it has no --config: it serves the config $KAEL_REBUILD_CONFIG "
+        return Served(UNKNOWN, "it has no --config: it serves the config its environment "
                                "names where it runs")
     other = read_config(hook.config) if read_config is not None else None
     return _served_by_config(hook.config, other, ours)
