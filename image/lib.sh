@@ -24,7 +24,8 @@ kael_home() {
   getent passwd "$1" | cut -d: -f6 || true
 }
 
-# kael_read_config IMAGE CONFIG UID GID [ROLE] -> KAEL_INSTANCE, KAEL_STATE_DIR, KAEL_HOME and
+# kael_read_config IMAGE CONFIG UID GID [ROLE] -> KAEL_INSTANCE, KAEL_ACTIVATION, KAEL_STATE_DIR,
+# KAEL_HOME and
 # KAEL_ARGS (appended: -e and -v flags). The image reads the config (`kael-mounts`), so the host
 # needs no Python; every path is mounted at the same path inside as outside. ROLE (daemon, mcp,
 # doctor; default daemon): doctor's one-off container also mounts ~/.claude.json, which a
@@ -43,6 +44,7 @@ kael_read_config() {
   while IFS=$'\t' read -r kind path mode; do
     case "$kind" in
       instance) KAEL_INSTANCE="$path" ;;
+      activation) KAEL_ACTIVATION="$path" ;;
       state)
         KAEL_STATE_DIR="$path"
         if [ ! -d "$path" ]; then  # the engine wants it 0700 and owned by the Claude user
@@ -83,12 +85,15 @@ kael_sudoers_name() {
   printf 'kael-thread-rebuild-%s\n' "${1//./_}"
 }
 
-# kael_sudoers_rule UID WRAPPER INSTANCE -> the sudoers rule on stdout: the Claude user (by uid)
-# may run, as root and without a password, exactly `WRAPPER mcp INSTANCE` and
-# `WRAPPER hook INSTANCE` (no other argument matches); no pseudo-terminal in between, so stdio
-# goes straight through (docs/security.md).
+# kael_sudoers_rule UID WRAPPER INSTANCE ROLE... -> the sudoers rule on stdout: the Claude user
+# (by uid) may run, as root and without a password, exactly `WRAPPER ROLE INSTANCE` for each ROLE
+# (mcp and hook; a pointer instance's runner also wait and start-failed), no other argument
+# matching; no pseudo-terminal in between, so stdio goes straight through (docs/security.md).
 kael_sudoers_rule() {
-  printf '%s\n' "# kael-thread-rebuild, instance $3: the MCP server and the Stop hook, nothing else" \
-    "Defaults!$2 !use_pty" \
-    "#$1 ALL=(root) NOPASSWD: $2 mcp $3, $2 hook $3"
+  local uid="$1" wrapper="$2" instance="$3" role lines=""
+  shift 3
+  for role in "$@"; do lines="${lines:+$lines, }$wrapper $role $instance"; done
+  printf '%s\n' "# kael-thread-rebuild, instance $instance: $*, nothing else" \
+    "Defaults!$wrapper !use_pty" \
+    "#$uid ALL=(root) NOPASSWD: $lines"
 }

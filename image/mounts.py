@@ -5,6 +5,7 @@ The config is read exactly as the engine reads it, so the host needs no Python: 
 ask the image. One line per fact, tab-separated, for `image/lib.sh`:
 
     instance  NAME
+    activation  tmux|systemd|pointer
     state     PATH        the state dir (created by the run script when missing)
     mount     PATH  rw|ro  bind-mounted at the same path inside; must exist on the host
     optional  PATH  rw|ro  mounted only when it exists on the host
@@ -50,6 +51,7 @@ def facts(config: Config, config_path: Path, uid: int,
     reads_only = purpose == "mcp"
     lines: list[tuple[str, ...]] = [
         ("instance", config.instance),
+        ("activation", config.activation.value),
         ("state", str(config.state_dir)),
         ("mount", str(config.project_dir), "ro" if reads_only else "rw"),
         ("mount", str(config.state_dir), "rw"),

@@ -59,12 +59,14 @@ def test_the_claude_user_cannot_use_docker(tmp_path: Path, appliance: engine.Ins
             assert done.returncode != 0 and DENIED in done.stderr, (argv, done)
         done = home.as_claude("sudo", "-n", "docker", "ps")
         assert done.returncode == 1 and b"a password is required" in done.stderr, done
-        # What sudo lets it run: the wrapper's two lines of its own instance, nothing else.
+        # What sudo lets it run: the wrapper's lines of its own instance (a pointer instance:
+        # its runner's wait and start-failed too), nothing else.
         done = home.as_claude("sudo", "-n", "-l")
         rules = [line.strip() for line in done.stdout.decode().splitlines()
                  if "NOPASSWD" in line]
-        assert rules == [f"(root) NOPASSWD: {WRAPPER} mcp {appliance.name}, "
-                         f"{WRAPPER} hook {appliance.name}"], done.stdout
+        assert rules == ["(root) NOPASSWD: " + ", ".join(
+            f"{WRAPPER} {role} {appliance.name}"
+            for role in ("mcp", "hook", "wait", "start-failed"))], done.stdout
 
 
 def test_doctor_checks_the_claude_users_access(
@@ -72,15 +74,7 @@ def test_doctor_checks_the_claude_users_access(
     household = make_household(tmp_path, appliance.name, UID, UID)
     with sudo_household(tmp_path, appliance) as home:
         _allowed(home, household)
-        # allow-user.sh allows the MCP server and the hook only; this pointer instance's runner
-        # needs `wait` and `start-failed` too (run-doctor.sh asks sudo for them).
-        check = home.doctor(household.config_path)["claude_access"]
-        assert not check["ok"] and check["detail"] == (
-            f"sudo does not let the Claude user household (uid 1000) run `{WRAPPER} wait "
-            f"{appliance.name}` and `{WRAPPER} start-failed {appliance.name}`, so its pointer "
-            "runner (KAEL_RUN) can neither wait for a switch after a Stop nor report a session "
-            "it could not start"), check
-        _allow_the_runner(home, appliance.name)
+        # allow-user.sh allows this pointer instance's runner its wait and start-failed too.
         check = home.doctor(household.config_path)["claude_access"]
         assert check["ok"] and not check["skipped"], check
         assert check["detail"].startswith("the Claude user household is in no docker group, "
@@ -104,18 +98,6 @@ def test_doctor_checks_the_claude_users_access(
             f"sudo does not let the Claude user household (uid 1000) run `{WRAPPER} mcp "
             f"{appliance.name}` and `{WRAPPER} hook {appliance.name}`, so its MCP server or Stop "
             "hook cannot reach the appliance; "), check
-
-
-def _allow_the_runner(home: SudoHousehold, instance: str) -> None:
-    """The instance's rule as the installer writes it for the pointer base: the runner's `wait`
-    and `start-failed` lines after the MCP server's and the hook's."""
-    lines = ", ".join(f"{WRAPPER} {role} {instance}"
-                      for role in ("mcp", "hook", "wait", "start-failed"))
-    rule = f"Defaults!{WRAPPER} !use_pty\n#{UID} ALL=(root) NOPASSWD: {lines}\n"
-    sudoers = f"/etc/sudoers.d/kael-thread-rebuild-{instance.replace('.', '_')}"
-    done = home.run("sh", "-c", 'printf "%s" "$1" > "$2.new" && chmod 0440 "$2.new" && '
-                    'visudo -cqf "$2.new" && mv -f "$2.new" "$2"', "sh", rule, sudoers)
-    assert done.returncode == 0, done
 
 
 def test_the_wrapper_runs_only_its_fixed_commands(
@@ -282,12 +264,12 @@ def test_the_wrapper_turns_a_failed_start_on_stdin_into_fixed_arguments(
     household = make_household(tmp_path, appliance.name, UID, UID)
     with sudo_household(tmp_path, appliance) as home:
         _allowed(home, household)
+        # allow-user.sh wrote the fixed command for this pointer instance, as the installer does.
         argv_file = f"/etc/kael-thread-rebuild/{appliance.name}.start-failed.argv"
-        words = ["docker", "exec", "-i", appliance.daemon_name, "kael-thread-rebuild",
-                 "--config", str(household.config_path), "start-failed"]
-        done = home.run("sh", "-c", f"printf '%s\\n' \"$@\" > {argv_file} && chmod 0644 "
-                                    f"{argv_file}", "sh", *words)
-        assert done.returncode == 0, done
+        done = home.run("cat", argv_file)
+        assert done.stdout.decode().splitlines() == [
+            "docker", "exec", "-i", appliance.daemon_name, "kael-thread-rebuild",
+            "--config", str(household.config_path), "start-failed"], done
         appliance.run_daemon(household.config_path, f"{UID}:{UID}")
         session = "0b8a4a0e-3f55-4c1e-9a57-2f1d3c4b5a69"
         for stdin, why in ((b"", b"no session id"), (f"{session}\n".encode(), b"no exit status"),
