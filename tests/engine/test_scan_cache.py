@@ -149,7 +149,7 @@ def test_entry_is_private_and_keeps_only_complete_lines(make_config: ConfigFacto
     entry = _entry(config, path)
     assert entry.stat().st_mode & 0o777 == 0o600
     assert entry.parent.stat().st_mode & 0o777 == 0o700
-    payload = entry.read_bytes().partition(b"\n\n")[2]
+    payload = entry.read_bytes()[len(scan_cache.FORMAT):-scan_cache.TRAILER_BYTES]
     state = pickle.loads(payload)
     assert state.read_to == len(whole) and not state.stats.torn_final_line
 
@@ -170,8 +170,8 @@ def test_a_bad_entry_is_ignored_and_replaced(damage: str, make_config: ConfigFac
         entry.write_bytes(good[: len(good) // 2])
     elif damage == "foreign":  # a well-formed entry that would run code when read
         payload = pickle.dumps(_Runs(str(witness)))
-        entry.write_bytes(scan_cache.FORMAT + hashlib.sha256(payload).hexdigest().encode()
-                          + b"\n\n" + payload)
+        entry.write_bytes(scan_cache.FORMAT + payload + b"\n"
+                          + hashlib.sha256(payload).hexdigest().encode())
     elif damage == "group_readable":
         entry.chmod(0o640)
     elif damage == "symlink":

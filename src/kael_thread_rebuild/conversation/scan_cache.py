@@ -16,18 +16,17 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
-import io
 import os
 import pickle
 import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from .. import __version__
 from ..errors import KaelError
-from ..fsutil import atomic_write_bytes
+from ..fsutil import AtomicFile, atomic_writer
 from ..transcript import sha256_state
 from ..transcript.reader import READ_BUFFER, FileDigest, ReadStats, read_records
 from .records import Classifier
@@ -39,6 +38,7 @@ MAX_ENTRIES = 4
 SAMPLE_BYTES = 64 << 10
 SAMPLE_WINDOWS = 16
 SUFFIX = ".scan"
+TRAILER_BYTES = 65  # a newline and the payload's SHA-256 in hex
 
 # What an entry may name when it is read back: the engine's own scan classes and the plain
 # containers they hold. Anything else in a file makes it no entry (never code that runs).
@@ -102,26 +102,63 @@ def _samples(fd: int, size: int) -> str:
     return digest.hexdigest()
 
 
-def _load(entry: Path, key: tuple[Any, ...], fd: int, size: int) -> ScanState | None:
-    """The entry, when it is ours, whole, of this file and version, and the file still starts
-    with what it was read from; None otherwise."""
+class _TooLarge(Exception):
+    pass
+
+
+class _Sink:
+    """Where an entry is pickled to: the atomic file, digested on the way, size bounded."""
+
+    def __init__(self, target: AtomicFile) -> None:
+        self.target = target
+        self.digest = hashlib.sha256()
+        self.written = 0
+
+    def write(self, data: bytes) -> int:
+        self.written += len(data)
+        if self.written > MAX_ENTRY_BYTES:
+            raise _TooLarge
+        self.digest.update(data)
+        return self.target.write(data)
+
+
+def _whole(opened: BinaryIO, size: int) -> bool:
+    """Whether the entry's payload (after FORMAT, before the trailer) has its trailer's digest."""
+    digest = hashlib.sha256()
+    left = size - len(FORMAT) - TRAILER_BYTES
+    opened.seek(len(FORMAT))
+    while left > 0 and (chunk := opened.read(min(READ_BUFFER, left))):
+        digest.update(chunk)
+        left -= len(chunk)
+    return opened.read() == b"\n" + digest.hexdigest().encode()
+
+
+def _read_entry(entry: Path) -> object:
+    """The object an entry holds, when it is a private regular file of ours, whole; None
+    otherwise. Unpickled from the file (never held whole twice) by the restricted reader."""
     try:
         handle = os.open(entry, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
         return None
-    with os.fdopen(handle, "rb") as opened:
+    with os.fdopen(handle, "rb", buffering=READ_BUFFER) as opened:
         status = os.fstat(handle)
         if (not stat.S_ISREG(status.st_mode) or status.st_uid != os.geteuid()
-                or status.st_mode & 0o077 or status.st_size > MAX_ENTRY_BYTES):
+                or status.st_mode & 0o077 or status.st_size > MAX_ENTRY_BYTES
+                or opened.read(len(FORMAT)) != FORMAT
+                or not _whole(opened, status.st_size)):
             return None
-        data = opened.read()
-    header, _, payload = data.partition(b"\n\n")
-    if header != FORMAT + hashlib.sha256(payload).hexdigest().encode():
-        return None
-    try:
-        state = _Unpickler(io.BytesIO(payload)).load()
-    except Exception:  # a damaged entry can fail in any way while read: it is no entry
-        return None
+        opened.seek(len(FORMAT))
+        try:
+            found: object = _Unpickler(opened).load()
+        except Exception:  # a damaged entry can fail in any way while read: it is no entry
+            return None
+        return found if opened.tell() == status.st_size - TRAILER_BYTES else None
+
+
+def _load(entry: Path, key: tuple[Any, ...], fd: int, size: int) -> ScanState | None:
+    """The entry, when it is ours, whole, of this file and version, and the file still starts
+    with what it was read from; None otherwise."""
+    state = _read_entry(entry)
     if (not isinstance(state, ScanState) or state.key != key or size < state.read_to
             or _samples(fd, state.read_to) != state.samples):
         return None
@@ -140,16 +177,14 @@ def _save(entry: Path, patterns: tuple[str, ...], fd: int, scanned: Scan,
                      list(stats.unreadable_lines))
     state = ScanState(_key(os.fstat(fd), patterns), read_to, _samples(fd, read_to), *resume,
                       scanned.read, dict(scanned.tally), kept)
-    try:
-        payload = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
-    except (pickle.PicklingError, TypeError, RecursionError):
-        return
-    data = FORMAT + hashlib.sha256(payload).hexdigest().encode() + b"\n\n" + payload
-    if len(data) > MAX_ENTRY_BYTES:
-        return
-    with contextlib.suppress(OSError, KaelError):
+    with contextlib.suppress(OSError, KaelError, _TooLarge, pickle.PicklingError, TypeError,
+                             RecursionError):
         entry.parent.mkdir(mode=0o700, exist_ok=True)
-        atomic_write_bytes(entry, data, 0o600)
+        with atomic_writer(entry, 0o600) as target:
+            target.write(FORMAT)
+            sink = _Sink(target)
+            pickle.dump(state, sink, protocol=pickle.HIGHEST_PROTOCOL)
+            target.write(b"\n" + sink.digest.hexdigest().encode())
         _prune(entry.parent)
 
 
