@@ -104,7 +104,7 @@ def build_plan(config: Config, path: Path, *, parallel: bool | None = None,
     dropped_tail_items = 0
     carried = turns
     if open_tail and not config.include_open_tail:
-        dropped_tail_items = len(turns[-1].items)
+        dropped_tail_items = turns[-1].item_count
         carried = turns[:-1]
     snapshot_tokens = estimate_tokens(snapshot.text, config.token_divisor) if snapshot else 0
     budget = apply_budget(carried, snapshot_tokens, config.carry_max_tokens,
@@ -131,7 +131,7 @@ def build_plan(config: Config, path: Path, *, parallel: bool | None = None,
         dropped_oldest_turns=budget.dropped_oldest_turns,
         dropped_open_tail_items=dropped_tail_items,
         source_speech_items=sum(by_origin.values()),
-        carried_speech_items=sum(len(turn.items) for turn in budget.selected),
+        carried_speech_items=sum(turn.item_count for turn in budget.selected),
         estimated_tokens=budget.estimated_tokens,
         overflow_blocked=budget.overflow_blocked,
         overflow_tokens=budget.overflow_tokens,
