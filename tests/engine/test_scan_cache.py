@@ -155,9 +155,10 @@ def test_entry_is_private_and_keeps_only_complete_lines(make_config: ConfigFacto
 
 
 @pytest.mark.parametrize("damage", ["garbage", "torn", "foreign", "group_readable", "symlink",
-                                    "other_patterns"])
+                                    "other_patterns", "other_engine"])
 def test_a_bad_entry_is_ignored_and_replaced(damage: str, make_config: ConfigFactory,
-                                             tmp_path: Path) -> None:
+                                             tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
     config, path = _session(make_config)
     full = _outcome(config, path, False)
     build_plan(config, path, cached=True)
@@ -183,6 +184,8 @@ def test_a_bad_entry_is_ignored_and_replaced(damage: str, make_config: ConfigFac
     elif damage == "other_patterns":
         config = config.model_copy(update={"speech_tool_pattern": ["mcp__other__*"]})
         full = _outcome(config, path, False)
+    elif damage == "other_engine":  # the scan's code changed, its version number did not
+        monkeypatch.setattr(scan_cache, "_engine_digest", lambda: "another engine")
     assert not _entry_matches(config, path)
     assert _outcome(config, path, True) == full
     assert not witness.exists()

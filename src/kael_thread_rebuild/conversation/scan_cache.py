@@ -2,7 +2,7 @@
 so that the next `dirty` or `plan` of the same, grown file reads only the bytes appended since.
 
 An entry is used only when everything that could make it wrong matches: the cache format, the
-engine, Python and OpenSSL versions, the speech-tool patterns, the file's device and inode, a
+engine (its version and the code of its scan), Python and OpenSSL versions, the speech-tool patterns, the file's device and inode, a
 size at least that of the part already read, and the SHA-256 of samples of that part (its first
 and last 64 KiB and evenly spaced windows between, read again each time). Anything else (a file
 replaced, truncated, rewritten; an entry torn, foreign or of another version) means a full scan,
@@ -25,13 +25,18 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from .. import __version__
+from ..claude_code import record_shapes
 from ..errors import KaelError
 from ..fsutil import AtomicFile, atomic_writer
-from ..transcript import sha256_state
+from ..transcript import json_text, reader, sha256_state, skeleton
 from ..transcript.reader import READ_BUFFER, FileDigest, ReadStats, read_records
+from . import arrays, injected, interner, measured, records, table, tokens
+from . import scan as scan_module
 from .records import Classifier
 from .scan import Scan, SecondHalf, scan
 
+_SCAN_MODULES = (arrays, injected, interner, json_text, measured, reader, record_shapes, records,
+                 scan_module, sha256_state, skeleton, table, tokens)
 FORMAT = b"kael-scan-cache 1\n"
 MAX_ENTRY_BYTES = 256 << 20
 MAX_ENTRIES = 4
@@ -87,9 +92,19 @@ def entry_path(cache_dir: Path, path: Path) -> Path:
     return cache_dir / f"{name}{SUFFIX}"
 
 
+@functools.cache
+def _engine_digest() -> str:
+    """SHA-256 of the code that decides what a scan keeps (a change there, even under the same
+    version number, makes every entry another engine's)."""
+    digest = hashlib.sha256()
+    for module in _SCAN_MODULES:
+        digest.update(Path(str(module.__file__)).read_bytes())
+    return digest.hexdigest()
+
+
 def _key(status: os.stat_result, patterns: tuple[str, ...]) -> tuple[Any, ...]:
-    return (__version__, sys.version_info[:2], sha256_state.library_version(), patterns,
-            status.st_dev, status.st_ino)
+    return (__version__, _engine_digest(), sys.version_info[:2],
+            sha256_state.library_version(), patterns, status.st_dev, status.st_ino)
 
 
 def _samples(fd: int, size: int) -> str:
