@@ -2,13 +2,14 @@
 so that the next `dirty` or `plan` of the same, grown file reads only the bytes appended since.
 
 An entry is used only when everything that could make it wrong matches: the cache format, the
-engine (its version and the code of its scan), Python and OpenSSL versions, the speech-tool patterns, the file's device and inode, a
-size at least that of the part already read, and the SHA-256 of samples of that part (its first
-and last 64 KiB and evenly spaced windows between, read again each time). Anything else (a file
-replaced, truncated, rewritten; an entry torn, foreign or of another version) means a full scan,
-whose result replaces the entry; a cache is never an error. A torn final line (a write in
-progress) is never part of what is kept. Entries are written atomically, 0600, at most
-MAX_ENTRY_BYTES each and MAX_ENTRIES in all (the oldest go); deleting them is always safe.
+engine (its version and the code of its scan), the Python and OpenSSL versions, the speech-tool
+patterns, the file's device and inode, a size at least that of the part already read, and the
+SHA-256 of samples of that part (its first and last 64 KiB and evenly spaced windows between,
+read again each time). Anything else (a file replaced, truncated, rewritten; an entry torn,
+foreign or of another version) means a full scan, whose result replaces the entry; a cache is
+never an error. A torn final line (a write in progress) is never part of what is kept. Entries
+are written atomically, 0600, at most MAX_ENTRY_BYTES each and MAX_ENTRIES in all (the oldest
+go); deleting them is always safe.
 """
 
 from __future__ import annotations
@@ -38,8 +39,8 @@ from .scan import Scan, SecondHalf, scan
 _SCAN_MODULES = (arrays, injected, interner, json_text, measured, reader, record_shapes, records,
                  scan_module, sha256_state, skeleton, table, tokens)
 FORMAT = b"kael-scan-cache 1\n"
-MAX_ENTRY_BYTES = 256 << 20
-MAX_ENTRIES = 4
+MAX_ENTRY_BYTES = 128 << 20  # a million records take about 90 MiB
+MAX_ENTRIES = 2  # the live session and the one before it
 SAMPLE_BYTES = 64 << 10
 SAMPLE_WINDOWS = 16
 SUFFIX = ".scan"
@@ -96,7 +97,7 @@ def entry_path(cache_dir: Path, path: Path) -> Path:
 def _engine_digest() -> str:
     """SHA-256 of the code that decides what a scan keeps (a change there, even under the same
     version number, makes every entry another engine's)."""
-    digest = hashlib.sha256()
+    digest = hashlib.sha256(Path(__file__).read_bytes())  # what an entry holds, too
     for module in _SCAN_MODULES:
         digest.update(Path(str(module.__file__)).read_bytes())
     return digest.hexdigest()
