@@ -183,7 +183,15 @@ def _load(entry: Path, key: tuple[Any, ...], fd: int, size: int) -> ScanState | 
 
 def _save(entry: Path, patterns: tuple[str, ...], fd: int, scanned: Scan,
           digest: FileDigest) -> None:
-    """Keep what SCANNED read from FD's complete lines (never the torn last one)."""
+    """Keep what SCANNED read from FD's complete lines (never the torn last one); a cache that
+    cannot be written is no error."""
+    with contextlib.suppress(OSError, KaelError, _TooLarge, pickle.PicklingError, TypeError,
+                             RecursionError):
+        _write(entry, patterns, fd, scanned, digest)
+
+
+def _write(entry: Path, patterns: tuple[str, ...], fd: int, scanned: Scan,
+           digest: FileDigest) -> None:
     stats = scanned.stats
     read_to = stats.bytes_read - stats.torn_bytes
     resume = digest.state_at(read_to)
@@ -193,15 +201,13 @@ def _save(entry: Path, patterns: tuple[str, ...], fd: int, scanned: Scan,
                      list(stats.unreadable_lines))
     state = ScanState(_key(os.fstat(fd), patterns), read_to, _samples(fd, read_to), *resume,
                       scanned.read, dict(scanned.tally), kept)
-    with contextlib.suppress(OSError, KaelError, _TooLarge, pickle.PicklingError, TypeError,
-                             RecursionError):
-        entry.parent.mkdir(mode=0o700, exist_ok=True)
-        with atomic_writer(entry, 0o600) as target:
-            target.write(FORMAT)
-            sink = _Sink(target)
-            pickle.dump(state, sink, protocol=pickle.HIGHEST_PROTOCOL)
-            target.write(b"\n" + sink.digest.hexdigest().encode())
-        _prune(entry.parent)
+    entry.parent.mkdir(mode=0o700, exist_ok=True)
+    with atomic_writer(entry, 0o600) as target:
+        target.write(FORMAT)
+        sink = _Sink(target)
+        pickle.dump(state, sink, protocol=pickle.HIGHEST_PROTOCOL)
+        target.write(b"\n" + sink.digest.hexdigest().encode())
+    _prune(entry.parent)
 
 
 def _prune(cache_dir: Path) -> None:
@@ -248,7 +254,7 @@ def cached_scan(path: Path, speech_tool_patterns: tuple[str, ...] | list[str],
     entry = entry_path(cache_dir, path)
     try:
         resumed = _resume(path, patterns, entry)
-    except OSError:
+    except (OSError, ValueError):  # an entry that cannot be taken up is no entry
         resumed = None
     if resumed is not None:
         if started is not None:
