@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import os
 import pickle
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -215,6 +216,12 @@ def test_no_state_dir_or_a_read_only_one_means_a_full_scan(make_config: ConfigFa
         config.state_dir.chmod(0o700)
     if os.geteuid() != 0:  # root writes anyway
         assert not config.layout.scan_cache.exists()
+    # A cache that cannot be written (here its folder's name is taken by a file, which stops
+    # root too): the same plan, no error.
+    shutil.rmtree(config.layout.scan_cache, ignore_errors=True)
+    config.layout.scan_cache.write_bytes(b"not a folder")
+    assert _outcome(config, path, True) == _outcome(config, path, False)
+    assert config.layout.scan_cache.read_bytes() == b"not a folder"
 
 
 def test_entries_are_bounded(make_config: ConfigFactory, monkeypatch: pytest.MonkeyPatch) -> None:
