@@ -13,7 +13,8 @@ from .config import Config
 from .conversation.branch import Branch, active_branch
 from .conversation.budget import BudgetResult, apply_budget
 from .conversation.dirty import DirtyReport, dirty_report, poison_score
-from .conversation.scan import Scan, SecondHalf, scan
+from .conversation.scan import Scan, SecondHalf
+from .conversation.scan_cache import cached_scan
 from .conversation.snapshot import Snapshot, find_snapshot
 from .conversation.texts import iter_texts, read_texts
 from .conversation.tokens import estimate_tokens
@@ -86,13 +87,14 @@ class Plan:
 
 
 def build_plan(config: Config, path: Path, *, parallel: bool | None = None,
-               started: SecondHalf | None = None) -> Plan:
+               started: SecondHalf | None = None, cached: bool = False) -> Plan:
     """One streaming pass over PATH, then the branch walk, turns, snapshot, budget and checks.
 
     PARALLEL: None lets a large file be read by two processes when that is safe. STARTED: a
-    child already reading PATH's second part (see `interfaces.prestart`).
+    child already reading PATH's second part (see `interfaces.prestart`). CACHED: take the
+    pass up from the state dir's scan cache when it has PATH (see `scan_cache`).
     """
-    scanned = _scan(config, path, parallel, started)
+    scanned = _scan(config, path, parallel, started, scan_cache_dir(config) if cached else None)
     classifier, stats = scanned.read, scanned.stats
     branch = active_branch(classifier.table)
     snapshot = find_snapshot(branch.rows, classifier) if config.freeze_startup_snapshot else None
@@ -102,7 +104,7 @@ def build_plan(config: Config, path: Path, *, parallel: bool | None = None,
     dropped_tail_items = 0
     carried = turns
     if open_tail and not config.include_open_tail:
-        dropped_tail_items = len(turns[-1].items)
+        dropped_tail_items = turns[-1].item_count
         carried = turns[:-1]
     snapshot_tokens = estimate_tokens(snapshot.text, config.token_divisor) if snapshot else 0
     budget = apply_budget(carried, snapshot_tokens, config.carry_max_tokens,
@@ -129,7 +131,7 @@ def build_plan(config: Config, path: Path, *, parallel: bool | None = None,
         dropped_oldest_turns=budget.dropped_oldest_turns,
         dropped_open_tail_items=dropped_tail_items,
         source_speech_items=sum(by_origin.values()),
-        carried_speech_items=sum(len(turn.items) for turn in budget.selected),
+        carried_speech_items=sum(turn.item_count for turn in budget.selected),
         estimated_tokens=budget.estimated_tokens,
         overflow_blocked=budget.overflow_blocked,
         overflow_tokens=budget.overflow_tokens,
@@ -152,10 +154,17 @@ def build_plan(config: Config, path: Path, *, parallel: bool | None = None,
                 list(config.speech_tool_pattern))
 
 
+def scan_cache_dir(config: Config) -> Path | None:
+    """Where scans are cached: in the state dir, when there is one already (a read-only
+    command never makes it)."""
+    return config.layout.scan_cache if config.state_dir.is_dir() else None
+
+
 def _scan(config: Config, path: Path, parallel: bool | None,
-          started: SecondHalf | None) -> Scan:
+          started: SecondHalf | None, cache_dir: Path | None) -> Scan:
     """The one pass over PATH; refuses an empty file and one with no JSON record at all."""
-    scanned = scan(path, config.speech_tool_pattern, parallel=parallel, started=started)
+    scanned = cached_scan(path, config.speech_tool_pattern, cache_dir, parallel=parallel,
+                          started=started)
     stats = scanned.stats
     if stats.bytes_read == 0:
         raise InputError(f"transcript {path} is empty")

@@ -11,6 +11,9 @@ holds:
     daemon.lock                      held by `serve` for its whole life (the healthcheck's sign)
     hook.log                         one line per Stop that changed something, or failed
     worker.log                       one line per transition the daemon saw, and its own events
+    scan-cache/                      what `dirty` and `plan` read of recent transcripts, so that
+                                     the next call reads only appended bytes (0700; its files
+                                     0600; safe to delete at any time)
 
 A config is named by `--config PATH`, or else by the environment variable below. Scripts that
 run inside the image get the variable's name from `kael-mounts` (an `env` line); the host's Stop
@@ -38,13 +41,14 @@ COORDINATOR_LOCK = "coordinator.lock"
 DAEMON_LOCK = "daemon.lock"
 HOOK_LOG = "hook.log"
 WORKER_LOG = "worker.log"
+SCAN_CACHE = "scan-cache"
 #: The folders of a state dir (each 0700 like the state dir itself).
 STORE_DIRS = (OPERATIONS, BACKUPS, CANDIDATES)
 
 #: StateLayout's attributes and the names they join to the root.
 _PATHS = {"operations": OPERATIONS, "backups": BACKUPS, "candidates": CANDIDATES,
           "coordinator_lock": COORDINATOR_LOCK, "daemon_lock": DAEMON_LOCK,
-          "hook_log": HOOK_LOG, "worker_log": WORKER_LOG}
+          "hook_log": HOOK_LOG, "worker_log": WORKER_LOG, "scan_cache": SCAN_CACHE}
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,7 @@ class StateLayout:
     daemon_lock: Path = field(init=False)
     hook_log: Path = field(init=False)
     worker_log: Path = field(init=False)
+    scan_cache: Path = field(init=False)
 
     def __post_init__(self) -> None:
         for attribute, name in _PATHS.items():

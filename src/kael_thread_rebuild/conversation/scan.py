@@ -13,7 +13,7 @@ import os
 import pickle
 import signal
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, cast
@@ -36,6 +36,10 @@ class Scan:
     stats: ReadStats
     sha256: str
     tally: dict[str, int] = field(default_factory=dict)
+
+
+#: Called with the scanned file still open (its descriptor), the scan and its digest.
+AfterScan = Callable[[int, Scan, FileDigest], None]
 
 
 def _classify_range(handle: BinaryIO, start: int, length: int,
@@ -153,6 +157,16 @@ class SecondHalf:
         self.handle.close()
 
 
+def _join(scanned: Scan, started: SecondHalf) -> None:
+    """Add what the child read of the part after SCANNED's to it."""
+    later_read, later_tally, later_stats = started.collect()
+    scanned.read.absorb(later_read, scanned.stats.lines)
+    tally = scanned.tally
+    for category, amount in later_tally.items():
+        tally[category] = tally.get(category, 0) + amount
+    scanned.stats.absorb(later_stats)
+
+
 def start_second_half(path: Path, patterns: Iterable[str], *, parallel: bool | None = None,
                       fraction: float = 0.5) -> SecondHalf | None:
     """Fork a child for the part of PATH after FRACTION, when the file is large enough and
@@ -174,9 +188,11 @@ def start_second_half(path: Path, patterns: Iterable[str], *, parallel: bool | N
 
 
 def scan(path: Path, speech_tool_patterns: Iterable[str], *, parallel: bool | None = None,
-         started: SecondHalf | None = None) -> Scan:
+         started: SecondHalf | None = None, resumable: bool = False,
+         then: AfterScan | None = None) -> Scan:
     """Classify every record of PATH. STARTED: a child already reading PATH's second part
-    with the same speech-tool patterns (see `interfaces.prestart`); any other is cancelled."""
+    with the same speech-tool patterns (see `interfaces.prestart`); any other is cancelled.
+    RESUMABLE: keep the digest's states (see `FileDigest`); THEN: see `AfterScan`."""
     patterns = tuple(speech_tool_patterns)
     if started is not None and (started.path != path.resolve() or started.patterns != patterns):
         started.cancel()
@@ -193,17 +209,17 @@ def scan(path: Path, speech_tool_patterns: Iterable[str], *, parallel: bool | No
         size, split = os.fstat(handle.fileno()).st_size, None
     speech_tools = SpeechToolMatcher(patterns)
     with handle:
-        digest = FileDigest(handle.fileno(), size)
+        digest = FileDigest(handle.fileno(), size, resumable=resumable)
         try:
             read, tally, stats = _classify_range(handle, 0, split or size, speech_tools)
         except OSError as exc:
             if started is not None:
                 started.cancel()
             raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+        scanned = Scan(read, stats, "", tally)
         if started is not None:
-            later_read, later_tally, later_stats = started.collect()
-            read.absorb(later_read, stats.lines)
-            for category, amount in later_tally.items():
-                tally[category] = tally.get(category, 0) + amount
-            stats.absorb(later_stats)
-        return Scan(read, stats, digest.hexdigest(), tally)
+            _join(scanned, started)
+        scanned.sha256 = digest.hexdigest()
+        if then is not None:
+            then(handle.fileno(), scanned, digest)
+        return scanned

@@ -97,6 +97,11 @@ class Turn:
     def items(self) -> list[Item]:
         return [self.source.item(position) for position in range(self.start, self.end)]
 
+    @property
+    def item_count(self) -> int:
+        """len(self.items), without making the items."""
+        return self.end - self.start
+
     def counts(self) -> Iterator[tuple[int, int]]:
         """(characters, CJK characters) of each item, without making the items."""
         store, order = self.source.store, self.source.order

@@ -61,7 +61,7 @@ MAX_WAIT_SECONDS = 7 * 86400.0
 
 def _plan(call: Call, given: TranscriptInput) -> PlanReport:
     return build_plan(call.config, resolve_transcript(call.config, given.transcript),
-                      started=call.started).report
+                      started=call.started, cached=True).report
 
 
 def _dirty(call: Call, given: TranscriptInput) -> DirtyReport:

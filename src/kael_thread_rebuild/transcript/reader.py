@@ -6,6 +6,7 @@ Reading works on byte ranges so that a large file can be read by two processes a
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import os
 import threading
@@ -16,6 +17,7 @@ from typing import Any, BinaryIO
 import orjson
 
 from .json_text import dumps_line, loads_line, loads_with_surrogates, text_bytes
+from .sha256_state import ResumableSha256
 from .skeleton import loads_long_line
 
 __all__ = ["FileDigest", "ReadStats", "dumps_line", "loads_line", "read_line", "read_records",
@@ -34,6 +36,8 @@ class ReadStats:
     bytes_read: int = 0
     unreadable_lines: list[int] = field(default_factory=list)
     torn_final_line: bool = False
+    # The size of that torn final line (its bytes are counted in bytes_read).
+    torn_bytes: int = 0
 
     def absorb(self, later: ReadStats) -> None:
         """Append the stats of the range read right after this one."""
@@ -41,26 +45,37 @@ class ReadStats:
         self.lines += later.lines
         self.bytes_read += later.bytes_read
         self.torn_final_line = later.torn_final_line
+        self.torn_bytes = later.torn_bytes
 
 
 class FileDigest:
     """SHA-256 of the first SIZE bytes of an open file, computed by a thread with pread.
 
-    hashlib releases the GIL on large updates, so the parser loses almost nothing to it.
+    hashlib releases the GIL on large updates, so the parser loses almost nothing to it. With
+    RESUMABLE (see `sha256_state`) the digest goes on from STATE, the state of the bytes before
+    START, and the state at every chunk boundary is kept (`state_at`) for the scan cache.
     """
 
-    def __init__(self, fd: int, size: int) -> None:
+    def __init__(self, fd: int, size: int, *, start: int = 0, state: bytes | None = None,
+                 resumable: bool = False) -> None:
         self._fd = fd
         self._size = size
-        self._digest = hashlib.sha256()
+        self._start = start
+        self._digest: Any = ResumableSha256(state) if resumable else hashlib.sha256()
+        self.checkpoints: list[tuple[int, bytes]] = []
         self._error: OSError | None = None
         self._thread = threading.Thread(target=self._run, name="sha256", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
-        done = 0
+        done = self._start
+        keep = isinstance(self._digest, ResumableSha256)
         try:
-            while done < self._size:
+            while True:
+                if keep:
+                    self.checkpoints.append((done, self._digest.state()))
+                if done >= self._size:
+                    break
                 chunk = os.pread(self._fd, min(HASH_CHUNK, self._size - done), done)
                 if not chunk:
                     break
@@ -73,7 +88,12 @@ class FileDigest:
         self._thread.join()
         if self._error is not None:
             raise self._error
-        return self._digest.hexdigest()
+        return str(self._digest.hexdigest())
+
+    def state_at(self, limit: int) -> tuple[int, bytes] | None:
+        """The last saved (offset, state) at or before LIMIT (after `hexdigest`)."""
+        index = bisect.bisect_right(self.checkpoints, limit, key=lambda point: point[0])
+        return self.checkpoints[index - 1] if index else None
 
 
 def _rest_of_line(handle: BinaryIO, budget: int) -> tuple[int, bool]:
@@ -150,6 +170,7 @@ def read_records(handle: BinaryIO, start: int, length: int,
             consumed += size
             if not complete:
                 stats.torn_final_line = True
+                stats.torn_bytes = size
                 break
             try:
                 if size > LONG_LINE:

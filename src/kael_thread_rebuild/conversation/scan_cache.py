@@ -1,0 +1,264 @@
+"""The scan cache: what a scan learnt from a transcript's complete lines, kept in the state dir
+so that the next `dirty` or `plan` of the same, grown file reads only the bytes appended since.
+
+An entry is used only when everything that could make it wrong matches: the cache format, the
+engine (its version and the code of its scan), the Python and OpenSSL versions, the speech-tool
+patterns, the file's device and inode, a size at least that of the part already read, and the
+SHA-256 of samples of that part (its first and last 64 KiB and evenly spaced windows between,
+read again each time). Anything else (a file replaced, truncated, rewritten; an entry torn,
+foreign or of another version) means a full scan, whose result replaces the entry; a cache is
+never an error. A torn final line (a write in progress) is never part of what is kept. Entries
+are written atomically, 0600, at most MAX_ENTRY_BYTES each and MAX_ENTRIES in all (the oldest
+go); deleting them is always safe.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import os
+import pickle
+import stat
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from .. import __version__
+from ..claude_code import record_shapes
+from ..errors import KaelError
+from ..fsutil import AtomicFile, atomic_writer
+from ..transcript import json_text, reader, sha256_state, skeleton
+from ..transcript.reader import READ_BUFFER, FileDigest, ReadStats, read_records
+from . import arrays, injected, interner, measured, records, table, tokens
+from . import scan as scan_module
+from .records import Classifier
+from .scan import Scan, SecondHalf, scan
+
+_SCAN_MODULES = (arrays, injected, interner, json_text, measured, reader, record_shapes, records,
+                 scan_module, sha256_state, skeleton, table, tokens)
+FORMAT = b"kael-scan-cache 1\n"
+MAX_ENTRY_BYTES = 128 << 20  # a million records take about 90 MiB
+MAX_ENTRIES = 2  # the live session and the one before it
+SAMPLE_BYTES = 64 << 10
+SAMPLE_WINDOWS = 16
+SUFFIX = ".scan"
+TRAILER_BYTES = 65  # a newline and the payload's SHA-256 in hex
+
+# What an entry may name when it is read back: the engine's own scan classes and the plain
+# containers they hold. Anything else in a file makes it no entry (never code that runs).
+_ALLOWED = {
+    ("builtins", "set"), ("builtins", "frozenset"), ("builtins", "bytearray"),
+    ("array", "array"), ("array", "_array_reconstructor"), ("re", "_compile"),
+    ("copyreg", "_reconstructor"), ("builtins", "object"),
+    ("kael_thread_rebuild.conversation.scan_cache", "ScanState"),
+    ("kael_thread_rebuild.transcript.reader", "ReadStats"),
+    ("kael_thread_rebuild.conversation.records", "Classifier"),
+    ("kael_thread_rebuild.conversation.records", "Dirt"),
+    ("kael_thread_rebuild.conversation.records", "SpeechToolMatcher"),
+    ("kael_thread_rebuild.conversation.records", "SpeechStore"),
+    ("kael_thread_rebuild.conversation.records", "SnapshotPart"),
+    ("kael_thread_rebuild.conversation.table", "RecordTable"),
+    ("kael_thread_rebuild.conversation.arrays", "IdentityArray"),
+    ("kael_thread_rebuild.conversation.interner", "Interner"),
+}
+
+
+@dataclass(slots=True)
+class ScanState:
+    """The scan of a file's first READ_TO bytes (complete lines only), and its digest's state
+    after HASHED_TO (<= READ_TO) bytes."""
+
+    key: tuple[Any, ...]
+    read_to: int
+    samples: str
+    hashed_to: int
+    hash_state: bytes
+    read: Classifier
+    tally: dict[str, int]
+    stats: ReadStats
+
+
+class _Unpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) not in _ALLOWED:
+            raise pickle.UnpicklingError(f"{module}.{name} is not part of a scan")
+        return super().find_class(module, name)
+
+
+def entry_path(cache_dir: Path, path: Path) -> Path:
+    """The entry of the transcript at PATH (one per transcript)."""
+    name = hashlib.sha256(os.fsencode(path.resolve())).hexdigest()[:32]
+    return cache_dir / f"{name}{SUFFIX}"
+
+
+@functools.cache
+def _engine_digest() -> str:
+    """SHA-256 of the code that decides what a scan keeps (a change there, even under the same
+    version number, makes every entry another engine's)."""
+    digest = hashlib.sha256(Path(__file__).read_bytes())  # what an entry holds, too
+    for module in _SCAN_MODULES:
+        digest.update(Path(str(module.__file__)).read_bytes())
+    return digest.hexdigest()
+
+
+def _key(status: os.stat_result, patterns: tuple[str, ...]) -> tuple[Any, ...]:
+    return (__version__, _engine_digest(), sys.version_info[:2],
+            sha256_state.library_version(), patterns, status.st_dev, status.st_ino)
+
+
+def _samples(fd: int, size: int) -> str:
+    """SHA-256 of SAMPLE_WINDOWS windows of the first SIZE bytes of FD (first, last, between)."""
+    digest = hashlib.sha256(str(size).encode())
+    last = max(size - SAMPLE_BYTES, 0)
+    starts = sorted({last * i // (SAMPLE_WINDOWS - 1) for i in range(SAMPLE_WINDOWS)})
+    for start in starts:
+        digest.update(os.pread(fd, min(SAMPLE_BYTES, size - start), start))
+    return digest.hexdigest()
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class _Sink:
+    """Where an entry is pickled to: the atomic file, digested on the way, size bounded."""
+
+    def __init__(self, target: AtomicFile) -> None:
+        self.target = target
+        self.digest = hashlib.sha256()
+        self.written = 0
+
+    def write(self, data: bytes) -> int:
+        self.written += len(data)
+        if self.written > MAX_ENTRY_BYTES:
+            raise _TooLarge
+        self.digest.update(data)
+        return self.target.write(data)
+
+
+def _whole(opened: BinaryIO, size: int) -> bool:
+    """Whether the entry's payload (after FORMAT, before the trailer) has its trailer's digest."""
+    digest = hashlib.sha256()
+    left = size - len(FORMAT) - TRAILER_BYTES
+    opened.seek(len(FORMAT))
+    while left > 0 and (chunk := opened.read(min(READ_BUFFER, left))):
+        digest.update(chunk)
+        left -= len(chunk)
+    return opened.read() == b"\n" + digest.hexdigest().encode()
+
+
+def _read_entry(entry: Path) -> object:
+    """The object an entry holds, when it is a private regular file of ours, whole; None
+    otherwise. Unpickled from the file (never held whole twice) by the restricted reader."""
+    try:
+        handle = os.open(entry, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(handle, "rb", buffering=READ_BUFFER) as opened:
+        status = os.fstat(handle)
+        if (not stat.S_ISREG(status.st_mode) or status.st_uid != os.geteuid()
+                or status.st_mode & 0o077 or status.st_size > MAX_ENTRY_BYTES
+                or opened.read(len(FORMAT)) != FORMAT
+                or not _whole(opened, status.st_size)):
+            return None
+        opened.seek(len(FORMAT))
+        try:
+            found: object = _Unpickler(opened).load()
+        except Exception:  # a damaged entry can fail in any way while read: it is no entry
+            return None
+        return found if opened.tell() == status.st_size - TRAILER_BYTES else None
+
+
+def _load(entry: Path, key: tuple[Any, ...], fd: int, size: int) -> ScanState | None:
+    """The entry, when it is ours, whole, of this file and version, and the file still starts
+    with what it was read from; None otherwise."""
+    state = _read_entry(entry)
+    if (not isinstance(state, ScanState) or state.key != key or size < state.read_to
+            or _samples(fd, state.read_to) != state.samples):
+        return None
+    return state
+
+
+def _save(entry: Path, patterns: tuple[str, ...], fd: int, scanned: Scan,
+          digest: FileDigest) -> None:
+    """Keep what SCANNED read from FD's complete lines (never the torn last one); a cache that
+    cannot be written is no error."""
+    with contextlib.suppress(OSError, KaelError, _TooLarge, pickle.PicklingError, TypeError,
+                             RecursionError):
+        _write(entry, patterns, fd, scanned, digest)
+
+
+def _write(entry: Path, patterns: tuple[str, ...], fd: int, scanned: Scan,
+           digest: FileDigest) -> None:
+    stats = scanned.stats
+    read_to = stats.bytes_read - stats.torn_bytes
+    resume = digest.state_at(read_to)
+    if read_to <= 0 or resume is None:
+        return
+    kept = ReadStats(stats.lines - int(stats.torn_final_line), read_to,
+                     list(stats.unreadable_lines))
+    state = ScanState(_key(os.fstat(fd), patterns), read_to, _samples(fd, read_to), *resume,
+                      scanned.read, dict(scanned.tally), kept)
+    entry.parent.mkdir(mode=0o700, exist_ok=True)
+    with atomic_writer(entry, 0o600) as target:
+        target.write(FORMAT)
+        sink = _Sink(target)
+        pickle.dump(state, sink, protocol=pickle.HIGHEST_PROTOCOL)
+        target.write(b"\n" + sink.digest.hexdigest().encode())
+    _prune(entry.parent)
+
+
+def _prune(cache_dir: Path) -> None:
+    """Remove the oldest entries past MAX_ENTRIES."""
+    entries = sorted(cache_dir.glob(f"*{SUFFIX}"), key=lambda p: p.stat().st_mtime_ns)
+    for old in entries[:-MAX_ENTRIES]:
+        old.unlink(missing_ok=True)
+
+
+def _resume(path: Path, patterns: tuple[str, ...], entry: Path) -> Scan | None:
+    """The scan of PATH from its entry and the bytes after it, or None when there is none."""
+    try:
+        handle = path.open("rb", buffering=READ_BUFFER)
+    except OSError:
+        return None
+    with handle:
+        fd = handle.fileno()
+        status = os.fstat(fd)
+        state = _load(entry, _key(status, patterns), fd, status.st_size)
+        if state is None:
+            return None
+        size = status.st_size
+        digest = FileDigest(fd, size, start=state.hashed_to, state=state.hash_state,
+                            resumable=True)
+        read, tally, stats = state.read, state.tally, state.stats
+        later = ReadStats()
+        for line, record, length, offset in read_records(handle, state.read_to,
+                                                         size - state.read_to, later):
+            read.classify(line + stats.lines, record, length, offset, tally)
+        stats.absorb(later)
+        scanned = Scan(read, stats, digest.hexdigest(), tally)
+        _save(entry, patterns, fd, scanned, digest)
+        return scanned
+
+
+def cached_scan(path: Path, speech_tool_patterns: tuple[str, ...] | list[str],
+                cache_dir: Path | None, *, parallel: bool | None = None,
+                started: SecondHalf | None = None) -> Scan:
+    """`scan`, taken up from CACHE_DIR's entry for PATH when it matches (see the module), and
+    the entry renewed. CACHE_DIR None (no state dir), or no resumable SHA-256: a plain scan."""
+    patterns = tuple(speech_tool_patterns)
+    if cache_dir is None or not sha256_state.available():
+        return scan(path, patterns, parallel=parallel, started=started)
+    entry = entry_path(cache_dir, path)
+    try:
+        resumed = _resume(path, patterns, entry)
+    except (OSError, ValueError):  # an entry that cannot be taken up is no entry
+        resumed = None
+    if resumed is not None:
+        if started is not None:
+            started.cancel()
+        return resumed
+    return scan(path, patterns, parallel=parallel, started=started, resumable=True,
+                then=functools.partial(_save, entry, patterns))
