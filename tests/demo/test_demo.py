@@ -16,6 +16,7 @@ import uuid
 from typing import Any
 
 import pytest
+
 from tests.support.demo.household import REPO
 
 pytestmark = [

@@ -19,16 +19,8 @@ from typing import Any
 
 import demo_script as d
 
-from drill import (
-    Household,
-    arguments,
-    bodies,
-    request_with,
-    run_and_report,
-    seconds_between,
-    settled,
-    shown_on_failure,
-)
+import drill
+from drill import Household, bodies
 from support.fidelity import conversation_texts, non_text_block_types, tiny_png
 
 
@@ -56,9 +48,9 @@ def switch(place: Household, start_command: str, result: dict[str, Any]) -> None
     result["old_session"] = place.wait_ready()
     place.turn(d.P_REBUILD, d.A_REBUILD_DONE)
     result["before_request"] = bodies()[-1]
-    op = settled(place)
+    op = drill.settled(place)
     result["rebuild"] = op
-    result["downtime_seconds"] = seconds_between(op, "scheduled", "activated")
+    result["downtime_seconds"] = drill.seconds_between(op, "scheduled", "activated")
     if op["status"] != "activated":
         raise AssertionError(f"the rebuild ended {op['status']}: {op['error']}")
     result["new_session"] = place.wait_ready(op["new_session_id"])
@@ -66,7 +58,7 @@ def switch(place: Household, start_command: str, result: dict[str, Any]) -> None
     result["candidate_bytes"] = candidate.stat().st_size if candidate.exists() else None
     since = len(bodies())
     place.turn(d.P_AFTER, d.A_AFTER)
-    after = request_with(d.P_AFTER, since)
+    after = drill.request_with(d.P_AFTER, since)
     result["after_request"] = after
     result["after_texts"] = conversation_texts(after)
     result["after_non_text"] = sorted(non_text_block_types(after))
@@ -75,16 +67,16 @@ def switch(place: Household, start_command: str, result: dict[str, Any]) -> None
 
 
 def main() -> None:
-    args = arguments(__doc__).parse_args()
+    args = drill.arguments(__doc__).parse_args()
     place = Household(args.user, args.target, args.instance, f"kael-thread-rebuild-{args.instance}",
                       f"/etc/kael-thread-rebuild/{args.instance}.toml")
     if args.phase == "prepare":
-        with shown_on_failure(place):
+        with drill.shown_on_failure(place):
             talk(place)
         return
     if args.result is None:
         raise SystemExit("the drill needs --result")
-    run_and_report(lambda result: switch(place, args.start_command, result), place,
+    drill.run_and_report(lambda result: switch(place, args.start_command, result), place,
                    args.instance, Path(args.result))
 
 

@@ -10,10 +10,11 @@ rebuild, the model calls the request tool with REBUILD, the Stop hook schedules 
 daemon switches the pane to the rebuilt session. A message typed into the new session shows what
 its model was shown. The report gives the figures and where the evidence lies.
 
-Run as root (or a user in the docker group) after .ci/setup; it starts a Docker engine with
-.ci/docker-up when none answers. Logs: .tools/demo/<container>/. The household is removed at
-the end unless --keep. Names (to run beside the Molecule scenarios on one engine):
-KAEL_MOLECULE_NAME (container <name>-demo), KAEL_MOLECULE_TAG, KAEL_APPLIANCE_IMAGE.
+Run as root after .ci/setup: it runs .ci/docker-up --no-build first (Docker and debootstrap
+installed, the engine started when none answers). Logs: .tools/demo/<container>/. The
+household is removed at the end unless --keep. Names (to run beside the Molecule scenarios on
+one engine): KAEL_MOLECULE_NAME (container <name>-demo), KAEL_MOLECULE_TAG,
+KAEL_APPLIANCE_IMAGE.
 """
 
 from __future__ import annotations
@@ -24,42 +25,41 @@ import shutil
 import sys
 from pathlib import Path
 
-from .household import REPO, Household, Names, engine_answers
+from .household import REPO, Household, Names
 from .report import Report
-from .steps import StepFailed, Steps, run_logged
+from .steps import StepFailed, Steps, run_logged, shown
 
 STEPS = 7
 
 
 def engine(logs: Path) -> None:
-    if engine_answers():
-        return
+    """Docker and debootstrap installed, the engine answering (the base image needs both)."""
     run_logged([str(REPO / ".ci/docker-up"), "--no-build"], logs / "docker-up.log",
                ".ci/docker-up --no-build")
 
 
 def demo(place: Household, steps: Steps, report_json: Path | None) -> Report:
     logs = place.logs
-    steps.run("a Docker engine", lambda: engine(logs),
+    steps.run("a Docker engine (.ci/docker-up --no-build)", lambda: engine(logs),
               "run .ci/docker-up as root and read .tools/dockerd.log")
     steps.run(f"the household image {place.names.image} and the saved appliance "
               f"{place.names.appliance} (molecule/images/build.sh)", place.build_images,
-              f"read {logs / 'build.log'} and .tools/molecule/build-*.log")
+              f"read {shown(logs / 'build.log')} and .tools/molecule/build-*.log")
     steps.run(f"start the household container {place.name} (systemd as PID 1)", place.start,
               "check `docker info`; the image needs cgroup v2 and SYS_ADMIN")
     steps.run("the household talks: alice types `claude …` into her tmux pane and holds a "
               "conversation with the stand-in (molecule/shared/prepare.yml)",
               lambda: place.playbook("molecule/shared/prepare.yml", "prepare.log"),
-              f"read {logs / 'prepare.log'} (the pane at the failure is in it); run again "
+              f"read {shown(logs / 'prepare.log')} (the pane at the failure is in it); run again "
               "with --keep to look inside")
     steps.run("install the appliance: ansible-playbook playbooks/install.yml over the docker "
               "connection", lambda: place.playbook("playbooks/install.yml", "install.log"),
-              f"read {logs / 'install.log'}; docs/installer.md says what each role needs")
+              f"read {shown(logs / 'install.log')}; docs/installer.md says what each role needs")
     steps.run("live switch: /exit, claude --continue, the human asks for a rebuild, the model "
               "calls the request tool, the Stop hook, the switch (molecule/shared/drill.yml)",
               lambda: place.playbook("molecule/shared/drill.yml", "switch.log"),
-              f"read {logs / 'switch.log'} and, with --keep, `kael-thread-rebuild status` in "
-              "the household (docs/operating.md)")
+              f"read {shown(logs / 'switch.log')} (the drill's error and the pane); run again "
+              f"with --keep, then `{place.status_line()}` (docs/operating.md)")
 
     def read() -> Report:
         result = place.result()
@@ -77,16 +77,13 @@ def main() -> int:
                         help="keep the household running and print how to attach to its pane")
     parser.add_argument("--result-json", type=Path, help=argparse.SUPPRESS)  # the test reads it
     args = parser.parse_args()
-    if shutil.which("docker") is None and not (REPO / ".ci/docker-up").exists():
-        print("demo: no docker command; run .ci/docker-up as root", file=sys.stderr)
-        return 1
     names = Names.from_environment()
     logs = REPO / ".tools" / "demo" / names.container
     shutil.rmtree(logs, ignore_errors=True)
     logs.mkdir(parents=True)
     place = Household(names, logs)
     steps = Steps(STEPS)
-    print(f"demo: household {names.container} from {names.image}; logs in {logs}")
+    print(f"demo: household {names.container} from {names.image}; logs in {shown(logs)}")
     try:
         report = demo(place, steps, args.result_json)
         print(f"\n== report ({steps.elapsed():.0f} s in all)")

@@ -53,14 +53,6 @@ def docker(*args: str, timeout: float = 120) -> str:
     return done.stdout
 
 
-def engine_answers() -> bool:
-    try:
-        return subprocess.run(["docker", "info"], capture_output=True, timeout=30,
-                              check=False).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-
-
 class Household:
     """One demo household container; its logs go to LOGS."""
 
@@ -144,6 +136,11 @@ class Household:
                "ANSIBLE_ROLES_PATH": str(REPO / "roles")}
         run_logged([str(venv / "ansible-playbook"), "-i", str(self.inventory()),
                     str(REPO / playbook)], self.logs / log, playbook, env=env)
+
+    def status_line(self) -> str:
+        """The operation's state, asked of the daemon inside the household."""
+        return (f"docker exec {self.name} docker exec kael-thread-rebuild-{INSTANCE} "
+                f"kael-thread-rebuild --config /etc/kael-thread-rebuild/{INSTANCE}.toml status")
 
     def attach_line(self) -> str:
         return (f"docker exec -it -e TERM=xterm-256color {self.name} "

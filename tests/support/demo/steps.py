@@ -22,6 +22,14 @@ class StepFailed(Exception):
         self.advice = advice
 
 
+def shown(path: Path) -> str:
+    """PATH as the person typed from the checkout: relative to the current directory."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
 def _clock() -> str:
     return datetime.now(UTC).strftime("%H:%M:%S")
 
@@ -71,8 +79,8 @@ def run_logged(argv: Sequence[str], log: Path, what: str, env: dict[str, str] | 
                                   timeout=timeout, check=False)
         except subprocess.TimeoutExpired as error:
             raise StepFailed(f"{what} did not finish within {timeout:.0f} s",
-                             f"read {log}") from error
+                             f"read {shown(log)}") from error
     if done.returncode != 0:
         tail = log.read_text(encoding="utf-8", errors="replace").splitlines()[-25:]
-        shown = "\n    ".join(tail)
-        raise StepFailed(f"{what} exited {done.returncode}; the end of {log}:\n    {shown}")
+        raise StepFailed(f"{what} exited {done.returncode}; the end of {shown(log)}:\n    "
+                         + "\n    ".join(tail))
