@@ -81,7 +81,8 @@ def test_the_report_prints_the_recorded_facts(
            "verbatim: yes)" in out
     assert f"turns carried           {counts['selected_turns']} of {counts['source_turns']}" in out
     assert f"{result['downtime_seconds']:.2f} s (Stop hook -> new session running)" in out
-    assert " 0 runtime blocks)" in out
+    after = next(line for line in out.splitlines() if line.startswith("model's request after"))
+    assert after.endswith(", 0 runtime blocks")
     assert f"operation {op['operation_id']}: activated" in out
     for path in (op["backup_path"], op["candidate_path"], op["manifest_path"],
                  f"/operations/{op['operation_id']}.json"):

@@ -91,7 +91,10 @@ def main() -> int:
     finally:
         if place.started and args.keep:
             print(f"\nkept: attach to alice's pane (detach: Ctrl-b d) and talk to Claude Code:\n"
-                  f"  {place.attach_line()}\nremove it: docker rm -f -v {place.name}")
+                  f"  {place.attach_line()}\n"
+                  "(the stand-in API answers a new message with how many messages it was shown)\n"
+                  f"the engine's view of it:\n  {place.status_line()}\n"
+                  f"remove it: docker rm -f -v {place.name}")
         elif place.started:
             place.remove()
             print(f"removed the household {place.name} (--keep keeps it)")

@@ -11,7 +11,7 @@ from pydantic import BaseModel
 from kael_thread_rebuild.config import Config
 from kael_thread_rebuild.conversation.tokens import estimate_tokens
 
-from ..fidelity import conversation_texts, non_text_blocks
+from ..fidelity import conversation_texts, non_text_blocks, request_texts
 from .household import STATE_DIR
 
 DIVISOR = float(Config.model_fields["token_divisor"].default)
@@ -19,17 +19,28 @@ SHOWN = 72
 
 
 class Request(BaseModel):
-    """One Messages API request as the stand-in received it: its conversation's size."""
+    """One Messages API request as the stand-in received it: the size of its messages, the
+    words in them, the reminders Claude Code injected, the blocks that are not text."""
 
     bytes: int
     tokens: int
+    words: int
+    reminders: int
     runtime_blocks: int
 
     @classmethod
     def of(cls, body: dict[str, Any]) -> Request:
         text = json.dumps(body.get("messages") or [], ensure_ascii=False)
+        texts = request_texts(body)
         return cls(bytes=len(text.encode()), tokens=estimate_tokens(text, DIVISOR),
+                   words=sum(len(t.text.encode()) for t in texts if not t.injected),
+                   reminders=sum(len(t.text.encode()) for t in texts if t.injected),
                    runtime_blocks=len(non_text_blocks(body)))
+
+    def line(self) -> str:
+        return (f"{self.bytes:,} bytes, ~{self.tokens:,} tokens: words {self.words:,} B, "
+                f"Claude Code's reminders {self.reminders:,} B, "
+                f"{self.runtime_blocks} runtime blocks")
 
 
 class Report(BaseModel):
@@ -90,11 +101,10 @@ class Report(BaseModel):
             f"{'yes' if self.speech_as_source else 'NO'})",
             f"transcript              {self.transcript_bytes:,} bytes -> "
             + (f"{self.candidate_bytes:,} bytes" if self.candidate_bytes is not None else "?"),
-            f"sent to the model       {b.bytes:,} bytes (~{b.tokens:,} tokens, "
-            f"{b.runtime_blocks} runtime blocks) -> {a.bytes:,} bytes (~{a.tokens:,} tokens, "
-            f"{a.runtime_blocks} runtime blocks)",
-            "                        (messages of the last request before the switch and of the"
-            " first after; tokens: the engine's estimate)",
+            f"model's request before  {b.line()}",
+            f"model's request after   {a.line()}",
+            "                        (the old session's last request and the new one's first, "
+            "as the stand-in got them)",
             "dropped by category     "
             + (", ".join(f"{k} {v:,} B" for k, v in sorted(self.dropped.items())) or "-"),
             "switch downtime         " + (f"{self.downtime_seconds:.2f} s (Stop hook -> new "
@@ -111,6 +121,6 @@ class Report(BaseModel):
             role, text = item
             flat = text.replace("\n", " ")
             out.append(f"  {role:9} {flat[:SHOWN]}{'…' if len(flat) > SHOWN else ''}")
-        out.append("evidence, inside the household:")
+        out.append("evidence, inside the household (kept with --keep):")
         out += [f"  {what:29} {where}" for what, where in self.evidence.items()]
         return out
