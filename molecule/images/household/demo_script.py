@@ -42,8 +42,9 @@ def _chat(n: int, prompt: str, answer: str) -> Turn:
 
 
 def _listing(n: int, prompt: str, before: str, lines: int, after: str) -> Turn:
-    """A command that prints LINES numbers: Claude Code sends up to about 30,000 characters of
-    it to the model (`seq 1 5000`: 23,893) and keeps a longer one in a file beside the session."""
+    """A command that prints LINES numbers: Claude Code sends `seq 1 5000` (23,893 bytes) to the
+    model whole; `seq 1 25000` and longer it keeps in a file beside the session and sends a 2 KB
+    preview."""
     command = {"command": f"seq 1 {lines}", "description": "a long listing"}
     return Turn(f"demo {n:02}: {prompt}",
                 [Reply([Text(before), ToolUse("Bash", command)]), Reply([Text(after)])])
