@@ -55,9 +55,15 @@ def demo(place: Household, steps: Steps, report_json: Path | None) -> Report:
     steps.run("install the appliance: ansible-playbook playbooks/install.yml over the docker "
               "connection", lambda: place.playbook("playbooks/install.yml", "install.log"),
               f"read {shown(logs / 'install.log')}; docs/installer.md says what each role needs")
+    def switch() -> None:
+        try:
+            place.playbook("molecule/shared/drill.yml", "switch.log")
+        except StepFailed as failure:
+            raise StepFailed(f"{failure}\n  {place.drill_failure()}", failure.advice) from None
+
     steps.run("live switch: /exit, claude --continue, the human asks for a rebuild, the model "
               "calls the request tool, the Stop hook, the switch (molecule/shared/drill.yml)",
-              lambda: place.playbook("molecule/shared/drill.yml", "switch.log"),
+              switch,
               f"read {shown(logs / 'switch.log')} (the drill's error and the pane); run again "
               f"with --keep, then `{place.status_line()}` (docs/operating.md)")
 

@@ -106,6 +106,15 @@ class Household:
         data: dict[str, Any] = json.loads(self.read(RESULT))
         return data
 
+    def drill_failure(self) -> str:
+        """What a failed drill wrote: its error and the pane as the human saw it."""
+        try:
+            result = self.result()
+        except (StepFailed, ValueError):
+            return "(the drill wrote no result)"
+        return (f"the drill: {result.get('error')}\n  the pane at the failure:\n"
+                f"{result.get('screen')}")
+
     # -- Ansible over the docker connection ---------------------------------------------------
 
     def inventory(self) -> Path:
@@ -133,6 +142,8 @@ class Household:
         venv = REPO / ".venv" / "bin"
         env = {**os.environ, "PATH": f"{venv}:{os.environ.get('PATH', '')}",
                "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1",
+               # A failed task's stdout and stderr (the drill's pane) as lines, not one string.
+               "ANSIBLE_CALLBACK_RESULT_FORMAT": "yaml",
                "ANSIBLE_ROLES_PATH": str(REPO / "roles")}
         run_logged([str(venv / "ansible-playbook"), "-i", str(self.inventory()),
                     str(REPO / playbook)], self.logs / log, playbook, env=env)

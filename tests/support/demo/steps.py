@@ -81,6 +81,7 @@ def run_logged(argv: Sequence[str], log: Path, what: str, env: dict[str, str] | 
             raise StepFailed(f"{what} did not finish within {timeout:.0f} s",
                              f"read {shown(log)}") from error
     if done.returncode != 0:
-        tail = log.read_text(encoding="utf-8", errors="replace").splitlines()[-25:]
+        tail = [line if len(line) <= 300 else f"{line[:300]}…" for line in
+                log.read_text(encoding="utf-8", errors="replace").splitlines()[-40:]]
         raise StepFailed(f"{what} exited {done.returncode}; the end of {shown(log)}:\n    "
                          + "\n    ".join(tail))
