@@ -19,7 +19,9 @@ What Claude Code 2.1.328 adds on resume (so tests know what to skip):
 from __future__ import annotations
 
 import shutil
+import struct
 import tempfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -138,3 +140,20 @@ def non_text_block_types(body: dict[str, Any]) -> set[str]:
 def main_requests(bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The main-thread requests (subagent requests dropped), in order."""
     return [b for b in bodies if not is_subagent_request(b)]
+
+
+def tiny_png(width: int = 16, height: int = 16, rgb: tuple[int, int, int] = (220, 20, 60)) -> bytes:
+    """A PNG of one colour, made with the standard library (the fixtures and the demo's image)."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        crc = zlib.crc32(kind + data) & 0xFFFFFFFF
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", crc)
+
+    raw = b"".join(b"\x00" + bytes(rgb) * width for _ in range(height))
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(raw))
+        + chunk(b"IEND", b"")
+    )

@@ -83,8 +83,22 @@ class Household:
 
     def type_line(self, text: str) -> None:
         self.tmux("send-keys", "-t", self.target, "-l", text)
+        # Enter once the pane shows the words, as a human would: on a loaded machine an Enter
+        # sent before Claude Code had read them was lost, the words left in its input box.
+        with contextlib.suppress(TimeoutError):
+            wait_until(lambda: text[-12:] in self.screen(), 10, "the typed words on the screen")
         time.sleep(0.3)
         self.tmux("send-keys", "-t", self.target, "Enter")
+
+    def still_typed(self, text: str) -> bool:
+        """Whether TEXT still sits in Claude Code's input box (the line between its last two
+        rules): typed, not sent."""
+        lines = self.screen().splitlines()
+        rules = [i for i, line in enumerate(lines) if line.startswith("─" * 20)]
+        if len(rules) < 2:
+            return False
+        box = " ".join(line.strip() for line in lines[rules[-2] + 1:rules[-1]])
+        return text[-12:] in box
 
     def engine(self, *args: str) -> dict[str, Any]:
         """The engine's CLI in the daemon's container, as the household's admin runs it."""
@@ -136,10 +150,17 @@ class Household:
         session = self.wait_ready()
         before = self.transcript(session).count(STOP_SUMMARY)
         self.type_line(prompt)
+        sent = time.monotonic()
 
         def done() -> bool:
+            nonlocal sent
             self.approve()
             data = self.transcript(session)
+            if prompt.encode() not in data and time.monotonic() - sent > 5 \
+                    and self.target and self.still_typed(prompt):
+                # The human sees the words still in the box and presses Enter again.
+                self.tmux("send-keys", "-t", self.target, "Enter")
+                sent = time.monotonic()
             return answer.encode() in data and data.count(STOP_SUMMARY) > before
 
         wait_until(done, timeout, f"the reply {answer!r} and the Stop hook")

@@ -1,8 +1,8 @@
 """The household's loopback stand-in for Anthropic's Messages API (Molecule only).
 
-It serves the scripted conversation of the live drill on 127.0.0.1:PORT and appends the body of
-every `POST /v1/messages` to a JSON-lines file: the ground truth of what the model was shown,
-which the drill and the verify read back.
+It serves the scripted conversations of the live drill and of the demo (demo_script.py) on
+127.0.0.1:PORT and appends the body of every `POST /v1/messages` to a JSON-lines file: the
+ground truth of what the model was shown, which the drill and the verify read back.
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ import signal
 import threading
 from pathlib import Path
 from typing import Any
+
+import demo_script
 
 from support.standin_api import Reply, StandinAPI, Text, Thinking, ToolUse, prompt_script
 
@@ -58,6 +60,7 @@ def script() -> dict[str, list[Reply]]:
         P_AFTER: [Reply([Text(A_AFTER)])],
         P_BACK: [Reply([Text(A_BACK)])],
         P_OLD: [Reply([Text(A_OLD)])],
+        **demo_script.script(),
     }
 
 

@@ -1,0 +1,2 @@
+"""`.ci/demo`: a demo household installed by the real playbook and switched live (see
+__main__.py)."""
