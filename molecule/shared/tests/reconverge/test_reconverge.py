@@ -10,7 +10,15 @@ import json
 from datetime import datetime
 from typing import Any
 
-from conftest import SERVER, home_of, instances, read_json, run_json, run_playbook
+from conftest import (
+    SERVER,
+    config_of,
+    home_of,
+    instances,
+    read_json,
+    run_json,
+    run_playbook,
+)
 
 
 def ours(settings: dict[str, Any]) -> list[dict[str, Any]]:
@@ -48,24 +56,54 @@ def test_settings_that_lost_hooks_are_repaired_and_nothing_else(all_hosts: list[
             assert len(group["hooks"]) == 1 and list(settings["hooks"]) == ["Stop"]
 
 
+#: The play's config change: every instance gets it unless its own `config` in the inventory
+#: names the key (the role's `combine(kael_config, kael_instance.config)`: the instance wins).
+CHANGE = {"dirty_budget_bytes": 2097152}
+
+
+def effective_config(host: Any, instance: str, play: dict[str, Any]) -> dict[str, Any]:
+    """The keys of PLAY as INSTANCE on HOST gets them: its inventory entry's own config wins."""
+    (entry,) = [i for i in host.ansible.get_variables()["kael_instances"]
+                if i["name"] == instance]
+    own = entry.get("config") or {}
+    return {key: own.get(key, value) for key, value in play.items()}
+
+
+def daemon_of(host: Any, instance: str) -> dict[str, Any]:
+    (daemon,) = run_json(host, "docker", "inspect", f"{SERVER}-{instance}")
+    return dict(daemon)
+
+
 def test_a_config_change_recreates_the_daemon_before_doctor_judges(all_hosts: list[Any]) -> None:
-    changed = run_playbook("install.yml", "-e", json.dumps(
-        {"kael_config": {"dirty_budget_bytes": 2097152}}))
+    """Each instance ends with its effective value; a daemon whose config changed is recreated
+    (and reads the new file) before doctor judges, one whose config stayed is left running."""
+    before = {(host.backend.get_hostname(), place["instance"]):
+              (config_of(host, place["instance"]), daemon_of(host, place["instance"])["State"])
+              for host in all_hosts for place in instances(host)}
+    changed = run_playbook("install.yml", "-e", json.dumps({"kael_config": CHANGE}))
+    recreated: dict[str, int] = {}
     for host in all_hosts:
+        recreated[host.backend.get_hostname()] = 0
         assert changed.failed(host) == 0, changed.tail()
         for place in instances(host):
-            path = f"/etc/kael-thread-rebuild/{place['instance']}.toml"
-            text = host.file(path).content_string
-            assert "dirty_budget_bytes = 2097152" in text
-            (daemon,) = run_json(host, "docker", "inspect", f"{SERVER}-{place['instance']}")
-            labels = daemon["Config"]["Labels"]
-            assert labels["io.kael-thread-rebuild.config-sha256"] == \
-                hashlib.sha256(text.encode()).hexdigest()
+            name, path = place["instance"], f"/etc/kael-thread-rebuild/{place['instance']}.toml"
+            wanted = effective_config(host, name, CHANGE)
+            config, text = config_of(host, name), host.file(path).content_string
+            assert {key: config[key] for key in wanted} == wanted, (name, config)
+            old_config, old_state = before[(host.backend.get_hostname(), name)]
+            daemon = daemon_of(host, name)
+            assert daemon["Config"]["Labels"]["io.kael-thread-rebuild.config-sha256"] == \
+                hashlib.sha256(text.encode()).hexdigest(), name
+            if config == old_config:  # nothing to apply: the running daemon is left alone
+                assert daemon["State"]["StartedAt"] == old_state["StartedAt"], name
+                continue
+            recreated[host.backend.get_hostname()] += 1
             started = datetime.fromisoformat(daemon["State"]["StartedAt"][:26] + "+00:00")
-            assert started >= host.file(path).mtime.astimezone(), daemon["State"]
+            assert started >= host.file(path).mtime.astimezone(), (name, daemon["State"])
             # The daemon itself reads the new file (a file mount replaced by rename would not).
-            seen = host.run("docker exec %s cat %s", f"{SERVER}-{place['instance']}", path)
-            assert "dirty_budget_bytes = 2097152" in seen.stdout, seen.stdout + seen.stderr
+            seen = host.run("docker exec %s cat %s", f"{SERVER}-{name}", path)
+            assert seen.rc == 0 and seen.stdout == text, seen.stdout + seen.stderr
+    assert sum(recreated.values()), "the change reached no instance: nothing was proven"
     judged = changed.out.index("Judge the doctor")
     assert changed.out.rfind("TASK [kael_appliance : Run the daemon", 0, judged) >= 0
     assert "RUNNING HANDLER" not in changed.out
@@ -73,5 +111,10 @@ def test_a_config_change_recreates_the_daemon_before_doctor_judges(all_hosts: li
     back = run_playbook("install.yml")
     again = run_playbook("install.yml")
     for host in all_hosts:
-        assert back.failed(host) == 0 and back.changed(host) > 0, back.tail()
+        assert back.failed(host) == 0, back.tail()
+        assert (back.changed(host) > 0) == bool(recreated[host.backend.get_hostname()]), \
+            back.tail()
         assert (again.failed(host), again.changed(host)) == (0, 0), again.tail()
+        for place in instances(host):
+            assert config_of(host, place["instance"]) == \
+                before[(host.backend.get_hostname(), place["instance"])][0]
