@@ -21,6 +21,7 @@ from kael_thread_rebuild.config import parse_config
 from kael_thread_rebuild.doctor import resume
 from kael_thread_rebuild.doctor.facts import Facts
 from kael_thread_rebuild.doctor.model import Check
+from kael_thread_rebuild.state_layout import CONFIG_ENV
 from tests.installer.conftest import (
     INCIDENT_FLAGS,
     REAL_CLAUDE,
@@ -379,3 +380,31 @@ def test_filter_plugin_gives_the_module_answer() -> None:
              "env\tXDG_RUNTIME_DIR=/run/user/1"]
     assert filters.kael_mount_args(lines, ["/o"]) == {
         "volumes": ["/p:/p:rw", "/o:/o:ro"], "env": {"XDG_RUNTIME_DIR": "/run/user/1"}}
+
+
+@pytest.mark.parametrize("activation", ["tmux", "pointer", "systemd"])
+def test_the_filter_takes_every_line_the_image_prints(tmp_path: Path, activation: str) -> None:
+    """What `kael-mounts` prints for a config of each base, the role's filter turns into docker
+    arguments (a fact line the filter does not know failed every install)."""
+    import importlib.util
+
+    from tests.installer.conftest import ROLE
+    loaded = []
+    for name, path in (("kael_filters", ROLE / "filter_plugins" / "kael.py"),
+                       ("kael_mounts", REPO / "image" / "mounts.py")):
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        loaded.append(module)
+    filters, mounts = loaded
+    pointer = tmp_path / "pointer" / "session"
+    config = parse_config({
+        "project_dir": str(tmp_path), "state_dir": str(tmp_path / "state"),
+        "activation": activation, "tmux_target": "companion-DO-NOT-CREATE:0.0",
+        "resume_pointer_path": str(pointer), "systemd_unit": "claude-DO-NOT-CREATE.service"})
+    lines = ["\t".join(line) for line in mounts.facts(config, tmp_path / "c.toml", 1000)]
+    assert f"activation\t{activation}" in lines
+    args = filters.kael_mount_args(lines)
+    assert f"{tmp_path}:{tmp_path}:rw" in args["volumes"]
+    assert args["env"][CONFIG_ENV] == str(tmp_path / "c.toml")

@@ -45,7 +45,8 @@ def kael_resume_command(start: str | Sequence[str], shell: str = "/bin/sh") -> l
 def kael_mount_args(lines: Sequence[str], present: Sequence[str] = ()) -> dict[str, Any]:
     """`docker run` volumes and environment from the lines of the image's `kael-mounts`:
     `mount PATH MODE` and `ensure PATH MODE` always (the role creates a missing `ensure` path),
-    `optional PATH MODE` when PATH is in PRESENT, `env NAME=VALUE`."""
+    `optional PATH MODE` when PATH is in PRESENT, `env NAME=VALUE` (`instance`, `activation` and
+    `state` are facts, not arguments)."""
     volumes: list[str] = []
     env: dict[str, str] = {}
     for line in lines:
@@ -56,7 +57,7 @@ def kael_mount_args(lines: Sequence[str], present: Sequence[str] = ()) -> dict[s
         elif kind == "env":
             name, _, value = fields[0].partition("=")
             env[name] = value
-        elif kind not in ("instance", "state", "optional"):
+        elif kind not in ("instance", "activation", "state", "optional"):
             raise AnsibleFilterError(f"kael_mount_args: unexpected line from kael-mounts: {line!r}")
     return {"volumes": volumes, "env": env}
 
