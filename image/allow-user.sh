@@ -62,10 +62,6 @@ if [ "$remove" -eq 1 ]; then
 fi
 install -d -o root -g root -m 0755 "$run_dir"
 umask 022
-"$here/mcp-command.sh" --config "$config" --user "$uid:$gid" --image "$image" \
-  >"$run_dir/.$instance.mcp.argv.new"
-mv -f "$run_dir/.$instance.mcp.argv.new" "$run_dir/$instance.mcp.argv"
-engine=(docker exec -i "${name:-kael-thread-rebuild-$instance}" kael-thread-rebuild --config "$config")
 # write_argv ROLE WORD... -> RUN_DIR/<instance>.ROLE.argv, one word a line, replaced by rename
 write_argv() {
   local role="$1"
@@ -73,6 +69,11 @@ write_argv() {
   printf '%s\n' "$@" >"$run_dir/.$instance.$role.argv.new"
   mv -f "$run_dir/.$instance.$role.argv.new" "$run_dir/$instance.$role.argv"
 }
+# mcp-command.sh prints the words one a line; a failure stops here (set -e), before any file.
+mcp_words=$("$here/mcp-command.sh" --config "$config" --user "$uid:$gid" --image "$image")
+mapfile -t mcp_argv <<<"$mcp_words"
+write_argv mcp "${mcp_argv[@]}"
+engine=(docker exec -i "${name:-kael-thread-rebuild-$instance}" kael-thread-rebuild --config "$config")
 write_argv hook "${engine[@]}" hook-stop
 roles=(mcp hook)
 if [ "$KAEL_ACTIVATION" = pointer ]; then
