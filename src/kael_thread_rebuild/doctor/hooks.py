@@ -17,7 +17,7 @@ from ..claude_code.settings import (
     stop_hook_commands,
 )
 from ..config import Activation
-from ..state_layout import DEFAULT_STATE_DIR, peek_config, peeked_state_dir
+from ..state_layout import DEFAULT_STATE_DIR, peek_config
 from .facts import Facts
 from .model import Check, failed, passed, skipped
 from .reading import read_json, tail
@@ -40,17 +40,14 @@ def _settings_files(facts: Facts) -> list[Path]:
 def _peek_config(path: str) -> Instance | None:
     """Another config file's instance and state dir, read the way the hook's fast path reads it
     once the shell that runs the hook expanded `~` in PATH; None when it cannot be read from
-    here. A state dir in the home of a user unknown here stays as the file spells it."""
+    here. The state dir is kept as the file spells it: `claude_code.settings` decides where it
+    is (and whether it can be placed here at all)."""
     try:
         data = peek_config(os.path.expanduser(path))
     except (OSError, ValueError):
         return None
     name = str(data.get("instance", "default"))
-    try:
-        state_dir = str(peeked_state_dir(data))
-    except RuntimeError:  # `~user` of no one known here: the instance still tells
-        state_dir = str(data.get("state_dir", DEFAULT_STATE_DIR))
-    return Instance(path, state_dir, name)
+    return Instance(path, str(data.get("state_dir", DEFAULT_STATE_DIR)), name)
 
 
 def check_stop_hook(facts: Facts) -> Check:
