@@ -13,6 +13,9 @@ from ..config import Config
 from ..errors import KaelError
 from ..switching.base import Identity, SwitchBase
 
+#: How often the health check looks at the target at most (the switch's downtime waits on it).
+HEALTH_POLL_SECONDS = 0.05
+
 
 def same_target(a: Identity | None, b: Identity | None) -> bool:
     """Compare-and-swap equality: same base and token (the reported session is not part of it)."""
@@ -29,6 +32,13 @@ def read_identity(base: SwitchBase) -> Identity | None:
 def read_running(base: SwitchBase) -> str | None:
     try:
         return base.running_session()
+    except KaelError:
+        return None
+
+
+def read_ready(base: SwitchBase) -> str | None:
+    try:
+        return base.ready_session()
     except KaelError:
         return None
 
@@ -65,7 +75,10 @@ def switch(base: SwitchBase, session_id: str) -> tuple[list[str] | None, str]:
 
 def health_problem(base: SwitchBase, session_id: str, config: Config, must_report: bool,
                    sleep: Callable[[float], None] = time.sleep) -> str:
-    """Empty when the target stays alive for the health window and runs SESSION_ID.
+    """Empty when the target stays alive for the health window and runs SESSION_ID, or sooner
+    when its Claude Code says SESSION_ID is up (`ready_session`: a process of the target
+    registered the session, a fresh id only the process started for it uses, and reached its
+    prompt: the resume worked, which the window only infers from the process lasting).
 
     When the base could report the running session at prepare (MUST_REPORT), it must report
     SESSION_ID within the health timeout; otherwise being alive for the window is all it can
@@ -82,7 +95,12 @@ def health_problem(base: SwitchBase, session_id: str, config: Config, must_repor
         if now >= window_end and (running == session_id
                                   or (running is None and not must_report)):
             return ""
+        if running == session_id and read_ready(base) == session_id:
+            return ""
         if now >= deadline:
             return (f"the target did not report session {session_id} within "
                     f"{config.health_timeout_seconds:g} s (it reports {running or 'none'})")
-        sleep(config.poll_interval_seconds)
+        # The session is down until this says healthy: look often, and again when the window
+        # ends rather than up to a poll later.
+        pause = min(config.poll_interval_seconds, HEALTH_POLL_SECONDS)
+        sleep(min(pause, window_end - now) if now < window_end else pause)

@@ -63,6 +63,9 @@ from .switchover import (
 
 StepHook = Callable[[str], None]
 
+#: How often the worker looks for the Stop's record in the transcript (the switch waits on it).
+STOP_POLL_SECONDS = 0.05
+
 # (switch step, health step, record field for the argv) per direction.
 _TO_NEW = ("switch", "health", "resume_argv")
 _TO_OLD = ("switch_back", "health_old", "rollback_argv")
@@ -247,7 +250,8 @@ class _Run:
         summary record after the turn's last words, bounded by `stop_settle_timeout_seconds`."""
         self.step("wait_stop_recorded")
         timeout = self.config.stop_settle_timeout_seconds
-        interval = self.config.stability_interval_seconds
+        # A stat and a read of the file's tail: looked at often, since the switch waits on it.
+        interval = min(STOP_POLL_SECONDS, self.config.stability_interval_seconds)
         deadline = time.monotonic() + timeout
         if not wait_for_file(source, timeout, interval):
             raise _Abort(f"the transcript {source} named by the Stop did not appear within "
