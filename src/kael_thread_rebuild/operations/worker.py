@@ -32,7 +32,7 @@ from ..config import Config
 from ..errors import KaelError, Refused, StorageError
 from ..fsutil import atomic_copy, fsync_dir
 from ..paths import MANIFEST_SUFFIX
-from ..plan import PlanReport, build_plan
+from ..plan import Plan, PlanReport, build_plan
 from ..switching.base import Identity, SwitchBase
 from .files import (
     STOP_SUMMARY,
@@ -40,7 +40,7 @@ from .files import (
     TranscriptSnapshot,
     changed_transcripts,
     confined,
-    copy_private,
+    copy_sampled,
     move_private,
     remove_with_temps,
     sha256_file,
@@ -173,11 +173,8 @@ class _Run:
         self.step("snapshot_transcripts")
         self.snapshot = snapshot_transcripts(self.config.project_dir)
         backup = confined(self.store.backup_dir(self.op.operation_id), f"{self.old_id}.jsonl")
-        copy = self.settle_and_copy(source, backup)
+        copy, plan = self.settle_copy_and_plan(source, backup)
         self.update(backup_path=str(backup), source_sha256=copy.sha256, source_size=copy.size)
-
-        self.step("plan")
-        plan = build_plan(self.config, backup)  # only the copy is read from here on
         if plan.report.blocked_reason:
             raise _Abort(f"the plan is blocked: {plan.report.blocked_reason}")
         if plan.report.source_sha256 != copy.sha256:
@@ -217,22 +214,26 @@ class _Run:
         raise _Abort(f"the target runs session {running}, not session {self.old_id} that sent "
                      "the Stop", conflict=True)
 
-    def settle_and_copy(self, source: Path, backup: Path) -> FileSample:
-        """Wait until Claude Code has finished the Stop and the transcript is stable, then copy
-        it; again if it moved meanwhile."""
+    def settle_copy_and_plan(self, source: Path, backup: Path) -> tuple[FileSample, Plan]:
+        """Wait until Claude Code has finished the Stop, copy the transcript and plan the copy,
+        and keep both once the transcript proves stable: the copy is the first of the stability
+        samples, and the plan is built while the next one is due (the downtime of a switch runs
+        from the Stop); all again if the transcript moved meanwhile."""
         timeout = self.config.stability_timeout_seconds
         try:
             self.wait_stop_recorded(source)
             deadline = time.monotonic() + timeout
             while True:
+                self.step("backup")
+                copy, taken = copy_sampled(source, backup)
+                plan = self.plan_copy(backup) if copy.sha256 else None
                 self.step("wait_stable")
                 stable = wait_stable(source, self.config.stability_samples,
                                      self.config.stability_interval_seconds,
-                                     max(deadline - time.monotonic(), 0.0))
-                self.step("backup")
-                copy = copy_private(source, backup)
-                if copy.sha256 == stable.sha256:
-                    return copy
+                                     max(deadline - time.monotonic(), 0.0),
+                                     first=(copy, taken))
+                if plan is not None and stable == copy:
+                    return copy, plan
                 if time.monotonic() >= deadline:
                     raise _Abort(f"the transcript kept changing for {timeout:g} s")
         except StorageError as exc:  # the backup could not be written: not the transcript's fault
@@ -240,6 +241,10 @@ class _Run:
         except OSError as exc:
             raise _Abort(f"the transcript {source} cannot be read: {exc.strerror or exc}") \
                 from None
+
+    def plan_copy(self, backup: Path) -> Plan:
+        self.step("plan")
+        return build_plan(self.config, backup)  # only the copy is read from here on
 
     def wait_stop_recorded(self, source: Path) -> None:
         """The worker starts as soon as the hook recorded the Stop, but Claude Code writes the
