@@ -6,11 +6,11 @@ the worker there). Step names, in order of a rebuild: to_running, read_identity,
 snapshot_transcripts, wait_stop_recorded, backup, plan, wait_stable (the last three repeat if
 the file moved meanwhile; no plan of a copy made while it moved), reserve_candidate,
 write_candidate, to_verifying, verify, check_source, check_identity, check_transcripts,
-to_activating, switch, health, archive_manifest, to_activated. Falling back: switch_back, health_old, (move_candidate when the
-old session came back,) to_rolled_back | to_failed. Refusing before the switch: move_candidate,
-to_failed. A rollback: (wait_stop_recorded, wait_stable after its Stop,) check_identity,
-switch_back, health_old, (move_candidate after a failed start,) to_rolled_back (failing: switch,
-health, to_failed).
+to_activating, switch, health, archive_manifest, to_activated. Falling back: switch_back,
+health_old, (move_candidate when the old session came back,) to_rolled_back | to_failed.
+Refusing before the switch: move_candidate, to_failed. A rollback: (wait_stop_recorded,
+wait_stable after its Stop,) check_identity, switch_back, health_old, (move_candidate after a
+failed start,) to_rolled_back (failing: switch, health, to_failed).
 
 A candidate that was not used leaves the project dir (Claude Code's `/resume` lists every
 transcript there) for `<state_dir>/candidates/<operation id>/`; its record says where it is.
