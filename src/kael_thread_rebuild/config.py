@@ -169,8 +169,7 @@ class Config(BaseModel):
         "Claude Code to record the Stop (`stop_hook_summary`, written once every Stop hook "
         "returned) before the stability samples")
     health_window_seconds: Seconds = Field(
-        2.0, description="the new process must stay alive this long, unless Claude Code's "
-        "session registry says sooner that the new session is up (status idle or busy)")
+        2.0, description="the new process must stay alive this long")
     health_timeout_seconds: Timeout = Field(
         30.0, description="and report the new session id within this time")
     poll_interval_seconds: Seconds = Field(

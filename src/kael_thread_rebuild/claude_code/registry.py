@@ -33,9 +33,6 @@ def _none_if_invalid(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
         return None
 
 
-#: Registry `status` values of a Claude Code whose session is up (see `RegistryEntry.ready`).
-READY_STATUSES = frozenset({"idle", "busy"})
-
 # An optional field whose odd value must not cost the whole entry.
 Lenient = WrapValidator(_none_if_invalid)
 
@@ -55,13 +52,6 @@ class RegistryEntry(BaseModel):
     proc_start: Annotated[str | None, Lenient] = Field(None, alias="procStart")
     pid_domain: Annotated[str | None, Lenient] = Field(None, alias="pidDomain")
     started_at: Annotated[int | None, Lenient] = Field(None, alias="startedAt")
-
-    @property
-    def ready(self) -> bool:
-        """Whether the process says its session is up: 2.1.328 first writes the entry without a
-        `status` while it starts, then `idle` once its prompt waits for input (the session
-        loaded), `busy` while it answers."""
-        return self.status in READY_STATUSES
 
     @property
     def tmux_pane_id(self) -> str | None:

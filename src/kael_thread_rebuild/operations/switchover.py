@@ -36,13 +36,6 @@ def read_running(base: SwitchBase) -> str | None:
         return None
 
 
-def read_ready(base: SwitchBase) -> str | None:
-    try:
-        return base.ready_session()
-    except KaelError:
-        return None
-
-
 def is_alive(base: SwitchBase) -> bool:
     try:
         return base.alive()
@@ -75,10 +68,7 @@ def switch(base: SwitchBase, session_id: str) -> tuple[list[str] | None, str]:
 
 def health_problem(base: SwitchBase, session_id: str, config: Config, must_report: bool,
                    sleep: Callable[[float], None] = time.sleep) -> str:
-    """Empty when the target stays alive for the health window and runs SESSION_ID, or sooner
-    when its Claude Code says SESSION_ID is up (`ready_session`: a process of the target
-    registered the session, a fresh id only the process started for it uses, and reached its
-    prompt: the resume worked, which the window only infers from the process lasting).
+    """Empty when the target stays alive for the health window and runs SESSION_ID.
 
     When the base could report the running session at prepare (MUST_REPORT), it must report
     SESSION_ID within the health timeout; otherwise being alive for the window is all it can
@@ -94,8 +84,6 @@ def health_problem(base: SwitchBase, session_id: str, config: Config, must_repor
         now = time.monotonic()
         if now >= window_end and (running == session_id
                                   or (running is None and not must_report)):
-            return ""
-        if running == session_id and read_ready(base) == session_id:
             return ""
         if now >= deadline:
             return (f"the target did not report session {session_id} within "

@@ -39,11 +39,6 @@ class SwitchBase(Protocol):
     def running_session(self) -> str | None:
         """The session id the target's Claude Code reports, where it can be known."""
 
-    def ready_session(self) -> str | None:
-        """The session id the target's Claude Code reports together with a status saying its
-        session is up (registry `status` idle or busy); None when it says no such thing or the
-        base cannot know."""
-
     def start_problem(self, session_id: str) -> str:
         """Why the command that would run SESSION_ID cannot be started in the environment the
         base starts it in, in one line; empty when it can (or when the base starts nothing)."""

@@ -110,10 +110,6 @@ class PointerBase:
         except PointerError:
             return None
 
-    def ready_session(self) -> str | None:
-        """The pointer names a session, not a process that says it is up."""
-        return None
-
     def start_problem(self, session_id: str) -> str:
         """The runner starts Claude Code with its own command; nothing to check from here."""
         return ""

@@ -146,11 +146,6 @@ class SystemdBase:
         with self._manager() as manager:
             return self._session(manager, manager.unit_state(self.unit))
 
-    def ready_session(self) -> str | None:
-        with self._manager() as manager:
-            entry = self._entry(manager, manager.unit_state(self.unit))
-        return entry.session_id if entry is not None and entry.ready else None
-
     def start_problem(self, session_id: str) -> str:
         with self._manager() as manager:
             commands = manager.exec_start(self.unit)

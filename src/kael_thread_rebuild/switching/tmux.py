@@ -244,10 +244,6 @@ class TmuxBase:
         entry = self._entry_in(self.pane())
         return entry.session_id if entry else None
 
-    def ready_session(self) -> str | None:
-        entry = self._entry_in(self.pane())
-        return entry.session_id if entry is not None and entry.ready else None
-
     def start_problem(self, session_id: str) -> str:
         workdir = self._workdir()
         pane = self.pane()
