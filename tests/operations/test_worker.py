@@ -89,8 +89,8 @@ def test_happy_path(config: Config, store: OperationStore, base: HarnessBase,
     assert [h.to_status for h in op.history] == [S.scheduled, S.running, S.verifying,
                                                   S.activating, S.activated]
     assert steps == ["to_running", "read_identity", "check_start", "snapshot_transcripts",
-                     "wait_stop_recorded", "wait_stable",
-                     "backup", "plan", "reserve_candidate", "write_candidate", "to_verifying",
+                     "wait_stop_recorded", "backup", "plan", "wait_stable",
+                     "reserve_candidate", "write_candidate", "to_verifying",
                      "verify", "check_source", "check_identity", "check_transcripts",
                      "to_activating", "switch", "health", "archive_manifest", "to_activated"]
     assert leftovers(config.project_dir, config.state_dir) == []
@@ -178,8 +178,8 @@ def test_transcript_settles_after_a_late_write(config: Config, store: OperationS
                                                base: HarnessBase, source: Path) -> None:
     writes = iter(range(2))
 
-    def late(step: str) -> None:
-        if step == "backup" and next(writes, None) == 0:
+    def late(step: str) -> None:  # after the first copy, while it is planned
+        if step == "plan" and next(writes, None) == 0:
             with source.open("ab") as handle:
                 handle.write(b'{"type":"cost-state"}\n')
 

@@ -70,17 +70,21 @@ def sample_file(path: Path) -> FileSample:
 
 
 def wait_stable(path: Path, samples: int, interval: float, timeout: float,
-                sleep: Callable[[float], None] = time.sleep) -> FileSample:
-    """Wait until SAMPLES consecutive samples, INTERVAL apart, are equal (size, mtime, digest)."""
+                sleep: Callable[[float], None] = time.sleep,
+                first: tuple[FileSample, float] | None = None) -> FileSample:
+    """Wait until SAMPLES consecutive samples, INTERVAL apart, are equal (size, mtime, digest).
+
+    FIRST is a sample already taken and when (`time.monotonic()`), e.g. by `copy_sampled`: the
+    next one is taken INTERVAL after it, however the time in between was spent."""
     deadline = time.monotonic() + timeout
-    last = sample_file(path)
+    last, taken = first if first is not None else (sample_file(path), time.monotonic())
     equal = 1
     while equal < samples:
         if time.monotonic() >= deadline:
             raise Refused(f"the transcript {path.name} did not stay unchanged for {samples} "
                           f"samples within {timeout:g} s")
-        sleep(interval)
-        current = sample_file(path)
+        sleep(max(taken + interval - time.monotonic(), 0.0))
+        current, taken = sample_file(path), time.monotonic()
         equal = equal + 1 if current == last and current.sha256 else 1
         last = current
     return last
@@ -176,6 +180,19 @@ def copy_private(source: Path, dest: Path) -> FileSample:
             out.write(chunk)
             size += len(chunk)
     return FileSample(size, dest.stat().st_mtime_ns, digest.hexdigest())
+
+
+def copy_sampled(source: Path, dest: Path) -> tuple[FileSample, float]:
+    """`copy_private`, and the copy read as a stability sample of SOURCE (its size and mtime,
+    the digest of the bytes copied; no digest when SOURCE changed during the copy, so that it
+    equals no other sample), with when it was taken (`time.monotonic()`)."""
+    before = source.stat()
+    copy = copy_private(source, dest)
+    after = source.stat()
+    taken = time.monotonic()
+    unchanged = ((before.st_size, before.st_mtime_ns) == (after.st_size, after.st_mtime_ns)
+                 and copy.size == after.st_size)
+    return FileSample(after.st_size, after.st_mtime_ns, copy.sha256 if unchanged else ""), taken
 
 
 def move_private(source: Path, dest: Path) -> None:

@@ -13,6 +13,9 @@ from ..config import Config
 from ..errors import KaelError
 from ..switching.base import Identity, SwitchBase
 
+#: How often the health check looks at the target at most (the switch's downtime waits on it).
+HEALTH_POLL_SECONDS = 0.05
+
 
 def same_target(a: Identity | None, b: Identity | None) -> bool:
     """Compare-and-swap equality: same base and token (the reported session is not part of it)."""
@@ -85,4 +88,7 @@ def health_problem(base: SwitchBase, session_id: str, config: Config, must_repor
         if now >= deadline:
             return (f"the target did not report session {session_id} within "
                     f"{config.health_timeout_seconds:g} s (it reports {running or 'none'})")
-        sleep(config.poll_interval_seconds)
+        # The session is down until this says healthy: look often, and again when the window
+        # ends rather than up to a poll later.
+        pause = min(config.poll_interval_seconds, HEALTH_POLL_SECONDS)
+        sleep(min(pause, window_end - now) if now < window_end else pause)

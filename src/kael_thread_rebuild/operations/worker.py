@@ -3,14 +3,14 @@ tree: prepare, verify, check, switch, confirm, fall back; and recovery of what a
 
 Every named step and every state change first calls `on_step(name)` (fault-injection tests kill
 the worker there). Step names, in order of a rebuild: to_running, read_identity, check_start,
-snapshot_transcripts, wait_stop_recorded, wait_stable, backup (the last two repeat if the file
-moved while copied), plan, reserve_candidate, write_candidate, to_verifying, verify,
-check_source, check_identity, check_transcripts, to_activating, switch, health,
-archive_manifest, to_activated. Falling back: switch_back, health_old, (move_candidate when the
-old session came back,) to_rolled_back | to_failed. Refusing before the switch: move_candidate,
-to_failed. A rollback: (wait_stop_recorded, wait_stable after its Stop,) check_identity,
-switch_back, health_old, (move_candidate after a failed start,) to_rolled_back (failing: switch,
-health, to_failed).
+snapshot_transcripts, wait_stop_recorded, backup, plan, wait_stable (the last three repeat if
+the file moved meanwhile; no plan of a copy made while it moved), reserve_candidate,
+write_candidate, to_verifying, verify, check_source, check_identity, check_transcripts,
+to_activating, switch, health, archive_manifest, to_activated. Falling back: switch_back,
+health_old, (move_candidate when the old session came back,) to_rolled_back | to_failed.
+Refusing before the switch: move_candidate, to_failed. A rollback: (wait_stop_recorded,
+wait_stable after its Stop,) check_identity, switch_back, health_old, (move_candidate after a
+failed start,) to_rolled_back (failing: switch, health, to_failed).
 
 A candidate that was not used leaves the project dir (Claude Code's `/resume` lists every
 transcript there) for `<state_dir>/candidates/<operation id>/`; its record says where it is.
@@ -32,7 +32,7 @@ from ..config import Config
 from ..errors import KaelError, Refused, StorageError
 from ..fsutil import atomic_copy, fsync_dir
 from ..paths import MANIFEST_SUFFIX
-from ..plan import PlanReport, build_plan
+from ..plan import Plan, PlanReport, build_plan
 from ..switching.base import Identity, SwitchBase
 from .files import (
     STOP_SUMMARY,
@@ -40,7 +40,7 @@ from .files import (
     TranscriptSnapshot,
     changed_transcripts,
     confined,
-    copy_private,
+    copy_sampled,
     move_private,
     remove_with_temps,
     sha256_file,
@@ -62,6 +62,9 @@ from .switchover import (
 )
 
 StepHook = Callable[[str], None]
+
+#: How often the worker looks for the Stop's record in the transcript (the switch waits on it).
+STOP_POLL_SECONDS = 0.05
 
 # (switch step, health step, record field for the argv) per direction.
 _TO_NEW = ("switch", "health", "resume_argv")
@@ -170,11 +173,8 @@ class _Run:
         self.step("snapshot_transcripts")
         self.snapshot = snapshot_transcripts(self.config.project_dir)
         backup = confined(self.store.backup_dir(self.op.operation_id), f"{self.old_id}.jsonl")
-        copy = self.settle_and_copy(source, backup)
+        copy, plan = self.settle_copy_and_plan(source, backup)
         self.update(backup_path=str(backup), source_sha256=copy.sha256, source_size=copy.size)
-
-        self.step("plan")
-        plan = build_plan(self.config, backup)  # only the copy is read from here on
         if plan.report.blocked_reason:
             raise _Abort(f"the plan is blocked: {plan.report.blocked_reason}")
         if plan.report.source_sha256 != copy.sha256:
@@ -214,22 +214,26 @@ class _Run:
         raise _Abort(f"the target runs session {running}, not session {self.old_id} that sent "
                      "the Stop", conflict=True)
 
-    def settle_and_copy(self, source: Path, backup: Path) -> FileSample:
-        """Wait until Claude Code has finished the Stop and the transcript is stable, then copy
-        it; again if it moved meanwhile."""
+    def settle_copy_and_plan(self, source: Path, backup: Path) -> tuple[FileSample, Plan]:
+        """Wait until Claude Code has finished the Stop, copy the transcript and plan the copy,
+        and keep both once the transcript proves stable: the copy is the first of the stability
+        samples, and the plan is built while the next one is due (the downtime of a switch runs
+        from the Stop); all again if the transcript moved meanwhile."""
         timeout = self.config.stability_timeout_seconds
         try:
             self.wait_stop_recorded(source)
             deadline = time.monotonic() + timeout
             while True:
+                self.step("backup")
+                copy, taken = copy_sampled(source, backup)
+                plan = self.plan_copy(backup) if copy.sha256 else None
                 self.step("wait_stable")
                 stable = wait_stable(source, self.config.stability_samples,
                                      self.config.stability_interval_seconds,
-                                     max(deadline - time.monotonic(), 0.0))
-                self.step("backup")
-                copy = copy_private(source, backup)
-                if copy.sha256 == stable.sha256:
-                    return copy
+                                     max(deadline - time.monotonic(), 0.0),
+                                     first=(copy, taken))
+                if plan is not None and stable == copy:
+                    return copy, plan
                 if time.monotonic() >= deadline:
                     raise _Abort(f"the transcript kept changing for {timeout:g} s")
         except StorageError as exc:  # the backup could not be written: not the transcript's fault
@@ -237,6 +241,10 @@ class _Run:
         except OSError as exc:
             raise _Abort(f"the transcript {source} cannot be read: {exc.strerror or exc}") \
                 from None
+
+    def plan_copy(self, backup: Path) -> Plan:
+        self.step("plan")
+        return build_plan(self.config, backup)  # only the copy is read from here on
 
     def wait_stop_recorded(self, source: Path) -> None:
         """The worker starts as soon as the hook recorded the Stop, but Claude Code writes the
@@ -247,7 +255,8 @@ class _Run:
         summary record after the turn's last words, bounded by `stop_settle_timeout_seconds`."""
         self.step("wait_stop_recorded")
         timeout = self.config.stop_settle_timeout_seconds
-        interval = self.config.stability_interval_seconds
+        # A stat and a read of the file's tail: looked at often, since the switch waits on it.
+        interval = min(STOP_POLL_SECONDS, self.config.stability_interval_seconds)
         deadline = time.monotonic() + timeout
         if not wait_for_file(source, timeout, interval):
             raise _Abort(f"the transcript {source} named by the Stop did not appear within "
