@@ -199,13 +199,14 @@ def _abandoned(table: RecordTable, main: array[int], branch: Sequence[int]) -> i
     Results of parallel tool calls hang off their own tool_use record on the branch by design
     and are not abandoned.
     """
-    included = RowSet(len(table), branch)
+    included = RowSet(len(table), branch).flags  # read inline: this loop sees every record
     kinds, flags = table.kinds, table.flags
     count = 0
     for row in main:
-        if kinds[row] not in CONVERSATION or row in included:
+        if kinds[row] not in CONVERSATION or included[row]:
             continue
-        if flags[row] & TOOL_RESULT and table.parent_of(row) in included:
+        if flags[row] & TOOL_RESULT and (parent := table.parent_of(row)) is not None \
+                and parent >= 0 and included[parent]:
             continue
         count += 1
     return count
