@@ -299,3 +299,10 @@ def _first_problem(exc: orjson.JSONDecodeError | ValidationError) -> str:
 def _after_colon(message: str) -> str:
     """A StoreError's reason without the 'operation record <name> is unreadable' lead."""
     return message.partition(" is unreadable: ")[2] or message
+
+
+class Recovery(BaseModel):
+    """What the `recover` command did: the operations it settled, the files it skipped."""
+
+    settled: list[Operation]
+    skipped: list[StrayFile]

@@ -10,7 +10,6 @@ callers fall back to hashlib (and to a full scan).
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import functools
 import hashlib
 from collections.abc import Iterator
@@ -23,6 +22,8 @@ def _names() -> Iterator[str]:
     """The libraries to try: the usual names first; `find_library` (which runs `ldconfig`, a
     process) only when none of them is there."""
     yield from _LIBRARY_NAMES
+    import ctypes.util  # imports subprocess: only when needed
+
     found = ctypes.util.find_library("crypto")
     if found:
         yield found
