@@ -23,13 +23,12 @@ from pathlib import Path
 from types import FrameType
 
 from filelock import FileLock, Timeout
-from pydantic import BaseModel
 
 from .config import Config
 from .errors import KaelError, Refused
 from .logline import append_line
 from .operations.model import RUNNABLE, IllegalTransition, Operation, OperationStatus
-from .operations.store import FILE_MODE, OperationStore, StrayFile
+from .operations.store import FILE_MODE, OperationStore, Recovery, StrayFile
 from .operations.worker import recover, run_operation
 from .state_layout import OPERATIONS
 from .switching.base import SwitchBase
@@ -217,13 +216,6 @@ def worker_lock(config: Config) -> FileLock:
         raise DaemonBusy(f"another daemon already serves state dir {config.state_dir} "
                          f"(it holds {lock_path})") from None
     return lock
-
-
-class Recovery(BaseModel):
-    """What the `recover` command did: the operations it settled, the files it skipped."""
-
-    settled: list[Operation]
-    skipped: list[StrayFile]
 
 
 def recover_once(config: Config) -> Recovery:

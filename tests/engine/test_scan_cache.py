@@ -18,8 +18,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kael_thread_rebuild.config import Config, parse_config
+from kael_thread_rebuild.conversation import scan as scan_module
 from kael_thread_rebuild.conversation import scan_cache
 from kael_thread_rebuild.errors import InputError
+from kael_thread_rebuild.interfaces.prestart import prestart
 from kael_thread_rebuild.plan import build_plan, scan_cache_dir
 from tests.conftest import ConfigFactory
 from tests.engine.test_properties import _build, steps
@@ -150,9 +152,13 @@ def test_entry_is_private_and_keeps_only_complete_lines(make_config: ConfigFacto
     entry = _entry(config, path)
     assert entry.stat().st_mode & 0o777 == 0o600
     assert entry.parent.stat().st_mode & 0o777 == 0o700
-    payload = entry.read_bytes()[len(scan_cache.FORMAT):-scan_cache.TRAILER_BYTES]
+    header, payload = (entry.read_bytes()[len(scan_cache.FORMAT):-scan_cache.TRAILER_BYTES]
+                       .split(b"\n", 1))
     state = pickle.loads(payload)
     assert state.read_to == len(whole) and not state.stats.torn_final_line
+    status = path.stat()
+    assert header.split() == [str(status.st_dev).encode(), str(status.st_ino).encode(),
+                              str(len(whole)).encode(), state.samples.encode()]
 
 
 @pytest.mark.parametrize("damage", ["garbage", "torn", "foreign", "group_readable", "symlink",
@@ -171,7 +177,8 @@ def test_a_bad_entry_is_ignored_and_replaced(damage: str, make_config: ConfigFac
     elif damage == "torn":
         entry.write_bytes(good[: len(good) // 2])
     elif damage == "foreign":  # a well-formed entry that would run code when read
-        payload = pickle.dumps(_Runs(str(witness)))
+        header = good[len(scan_cache.FORMAT):].split(b"\n", 1)[0] + b"\n"
+        payload = header + pickle.dumps(_Runs(str(witness)))
         entry.write_bytes(scan_cache.FORMAT + payload + b"\n"
                           + hashlib.sha256(payload).hexdigest().encode())
     elif damage == "group_readable":
@@ -236,12 +243,47 @@ def test_entries_are_bounded(make_config: ConfigFactory, monkeypatch: pytest.Mon
     assert not _entry(config, path).exists()
 
 
-def test_dirty_and_plan_commands_read_only_the_appended_bytes(make_config: ConfigFactory,
-                                                              tmp_path: Path) -> None:
-    config, path = _session(make_config)
+def _config_file(config: Config, tmp_path: Path) -> Path:
     toml = tmp_path / "config.toml"
     toml.write_text(f'project_dir = "{config.project_dir}"\nstate_dir = "{config.state_dir}"\n'
                     f'tmux_target = "DO-NOT-CREATE-test:0.0"\n')
+    return toml
+
+
+def test_no_early_reader_when_the_cache_takes_the_file_up(make_config: ConfigFactory,
+                                                          tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """`prestart` forks no reader of the file's later part for a `dirty` or `plan` that the
+    cache will take up (it would read half the file for nothing), and still does otherwise."""
+    config, path = _session(make_config)
+    monkeypatch.setattr(scan_module, "PARALLEL_MIN_BYTES", 1)  # this small file counts as large
+    toml = _config_file(config, tmp_path)
+
+    def early_reader(command: str) -> bool:
+        started = prestart(["--config", str(toml), "--json", command, "--transcript", str(path)])
+        if started is None:
+            return False
+        started.cancel()
+        return True
+
+    assert early_reader("dirty") and early_reader("plan")  # no entry yet
+    build_plan(config, path, cached=True)
+    extra = _build([("user", "more"), ("say", "done")])
+    with path.open("ab") as handle:
+        handle.write(extra.write(tmp_path / "extra.jsonl").read_bytes())
+    assert _entry_matches(config, path)
+    assert not early_reader("dirty") and not early_reader("plan")
+    assert early_reader("candidate")  # it never uses the cache
+    with path.open("r+b") as handle:  # rewritten in place: the entry no longer fits
+        handle.write(b" ")
+    assert not _entry_matches(config, path)
+    assert early_reader("dirty") and early_reader("plan")
+
+
+def test_dirty_and_plan_commands_read_only_the_appended_bytes(make_config: ConfigFactory,
+                                                              tmp_path: Path) -> None:
+    config, path = _session(make_config)
+    toml = _config_file(config, tmp_path)
 
     def cli(command: str) -> str:
         result = subprocess.run(

@@ -12,8 +12,9 @@ from __future__ import annotations
 import bisect
 import math
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import compress
 
 from .table import BOUNDARY, NO_PARENT, SIDECHAIN, TOOL_RESULT, Kind, RecordTable
 
@@ -74,25 +75,50 @@ class _Bridge:
         return None
 
 
-def _last_conversation(table: RecordTable, main: array[int]) -> tuple[int | None, bool]:
-    """The last user/assistant row, and whether there are several and none has a parent."""
-    kinds, parents = table.kinds, table.parents
-    last: int | None = None
-    count = 0
-    unlinked = True
-    for row in main:
-        if kinds[row] in CONVERSATION:
-            last = row
-            count += 1
-            unlinked = unlinked and parents[row] == NO_PARENT
-    return last, count > 1 and unlinked
+def _byte_map(keep: Callable[[int], bool]) -> bytes:
+    """A `bytes.translate` table: 1 for the byte values KEEP takes, 0 for the others."""
+    return bytes(int(keep(value)) for value in range(256))
+
+
+_OFF_SIDECHAIN = _byte_map(lambda flags: not flags & SIDECHAIN)
+_SPEAKS = _byte_map(lambda kind: kind in CONVERSATION)
+_UNSET = _byte_map(lambda flag: not flag)
+
+
+def _both(first: bytes | bytearray, second: bytes | bytearray) -> bytes:
+    """The bytewise AND of two 0/1 masks of the same length (at C speed, as big ints)."""
+    both = int.from_bytes(first, "little") & int.from_bytes(second, "little")
+    return both.to_bytes(len(first), "little")
+
+
+def _rows(mask: bytes | bytearray) -> array[int]:
+    return array("i", compress(range(len(mask)), mask))
+
+
+def _main_mask(table: RecordTable) -> bytearray:
+    """1 for each row on the main chain (not a sidechain, not superseded by a later copy).
+    These masks are made with `translate` and big-int ANDs: a record costs no Python step."""
+    mask = table.flags.translate(_OFF_SIDECHAIN)
+    for row in table.superseded:
+        mask[row] = 0
+    return mask
+
+
+def _last_conversation(table: RecordTable, speaking: array[int]) -> tuple[int | None, bool]:
+    """The last user/assistant row of SPEAKING (those of the main chain), and whether there
+    are several and none has a parent."""
+    parents = table.parents
+    if not speaking:
+        return None, False
+    unlinked = all(parents[row] == NO_PARENT for row in speaking)
+    return speaking[-1], len(speaking) > 1 and unlinked
 
 
 def active_branch(table: RecordTable) -> Branch:
-    flags, superseded = table.flags, table.superseded
-    main = array("i", (row for row in range(len(table))
-                       if not flags[row] & SIDECHAIN and row not in superseded))
-    leaf, unlinked = _last_conversation(table, main)
+    in_main = _main_mask(table)
+    main = _rows(in_main)
+    speaking_mask = _both(in_main, table.kinds.translate(_SPEAKS))
+    leaf, unlinked = _last_conversation(table, _rows(speaking_mask))
     if leaf is None:
         return Branch([], 0, False, 0, None)
     if unlinked:
@@ -101,7 +127,8 @@ def active_branch(table: RecordTable) -> Branch:
     walk.run(leaf)
     walk.path.reverse()
     rows = _with_parallel_siblings(table, walk.path, main, walk.visited)
-    return Branch(rows, _abandoned(table, main, rows), False, walk.bridged, walk.cycle_at)
+    return Branch(rows, _abandoned(table, speaking_mask, rows), False, walk.bridged,
+                  walk.cycle_at)
 
 
 class _Walk:
@@ -193,19 +220,20 @@ def _message_groups(table: RecordTable, path: array[int],
     return groups, recovered
 
 
-def _abandoned(table: RecordTable, main: array[int], branch: Sequence[int]) -> int:
-    """Conversation records left on other branches (rewinds, edits, forks).
+def _abandoned(table: RecordTable, speaking: bytes, branch: Sequence[int]) -> int:
+    """Conversation records (SPEAKING: their mask on the main chain) left on other branches
+    (rewinds, edits, forks).
 
     Results of parallel tool calls hang off their own tool_use record on the branch by design
     and are not abandoned.
     """
-    included = RowSet(len(table), branch)
-    kinds, flags = table.kinds, table.flags
+    included = RowSet(len(table), branch).flags
+    off_branch = _both(speaking, included.translate(_UNSET))
+    flags = table.flags
     count = 0
-    for row in main:
-        if kinds[row] not in CONVERSATION or row in included:
-            continue
-        if flags[row] & TOOL_RESULT and table.parent_of(row) in included:
+    for row in compress(range(len(off_branch)), off_branch):
+        if flags[row] & TOOL_RESULT and (parent := table.parent_of(row)) is not None \
+                and parent >= 0 and included[parent]:
             continue
         count += 1
     return count

@@ -3,12 +3,15 @@
 A session of a million records has a million uuids; a Python dict of them costs about 150 bytes
 each (the key string, the row number object, the entry). Here a key costs its own bytes plus
 three machine words: the keys sit end to end in one bytearray, and an open-addressing table of
-codes finds them by hash.
+codes finds them by hash. The hash is CRC-32, the same in every process (Python's `hash` of bytes
+is salted per interpreter), so the table travels with the keys (a forked reader's pipe, the
+scan cache) and is never rebuilt on the other side.
 """
 
 from __future__ import annotations
 
 from array import array
+from zlib import crc32
 
 from .arrays import append_wide
 
@@ -56,7 +59,7 @@ class Interner:
     def _probe(self, key: bytes) -> int:
         """The slot that holds KEY, or the empty slot where it would go (linear probing)."""
         slots, mask, blob, ends = self.slots, self.mask, self.blob, self.ends
-        slot = hash(key) & mask
+        slot = crc32(key) & mask
         while (code := slots[slot]) != EMPTY and blob[ends[code]:ends[code + 1]] != key:
             slot = (slot + 1) & mask
         return slot
@@ -67,24 +70,18 @@ class Interner:
         self.mask = size - 1
         self._rebuild()
 
-    def __getstate__(self) -> tuple[bytearray, array[int]]:
-        # A forked reader sends its interner back through a pipe: hashes of bytes are salted
-        # per interpreter, so the table is rebuilt on the other side rather than sent.
-        return self.blob, self.ends
+    def __getstate__(self) -> tuple[bytearray, array[int], array[int]]:
+        return self.blob, self.ends, self.slots
 
-    def __setstate__(self, state: tuple[bytearray, array[int]]) -> None:
-        self.blob, self.ends = state
-        self.slots = array("i", [EMPTY]) * _MIN_SLOTS
-        self.mask = _MIN_SLOTS - 1
-        while 2 * len(self) > len(self.slots):
-            self.slots = array("i", [EMPTY]) * (2 * len(self.slots))
-            self.mask = len(self.slots) - 1
-        self._rebuild()
+    def __setstate__(self, state: tuple[bytearray, array[int], array[int]]) -> None:
+        self.blob, self.ends, self.slots = state
+        self.mask = len(self.slots) - 1
 
     def _rebuild(self) -> None:
         slots, mask, blob, ends = self.slots, self.mask, self.blob, self.ends
-        for code in range(len(ends) - 1):
-            slot = hash(bytes(blob[ends[code]:ends[code + 1]])) & mask
-            while slots[slot] != EMPTY:
-                slot = (slot + 1) & mask
-            slots[slot] = code
+        with memoryview(blob) as view:  # released before the blob grows again
+            for code in range(len(ends) - 1):
+                slot = crc32(view[ends[code]:ends[code + 1]]) & mask
+                while slots[slot] != EMPTY:
+                    slot = (slot + 1) & mask
+                slots[slot] = code

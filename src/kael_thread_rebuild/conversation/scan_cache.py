@@ -10,6 +10,11 @@ foreign or of another version) means a full scan, whose result replaces the entr
 never an error. A torn final line (a write in progress) is never part of what is kept. Entries
 are written atomically, 0600, at most MAX_ENTRY_BYTES each and MAX_ENTRIES in all (the oldest
 go); deleting them is always safe.
+
+An entry is FORMAT, a header line (the file's device, inode, the size read and its samples' digest,
+in plain text), the pickled `ScanState`, and a trailer: the SHA-256 of header and state. The header
+lets `takes_up` tell with a few reads, before the engine is imported, whether a scan will start
+from the entry (`interfaces.prestart` then starts no early reader).
 """
 
 from __future__ import annotations
@@ -38,7 +43,8 @@ from .scan import Scan, SecondHalf, scan
 
 _SCAN_MODULES = (arrays, injected, interner, json_text, measured, reader, record_shapes, records,
                  scan_module, sha256_state, skeleton, table, tokens)
-FORMAT = b"kael-scan-cache 1\n"
+FORMAT = b"kael-scan-cache 2\n"
+HEADER_MAX_BYTES = 256
 MAX_ENTRY_BYTES = 128 << 20  # a million records take about 90 MiB
 MAX_ENTRIES = 2  # the live session and the one before it
 SAMPLE_BYTES = 64 << 10
@@ -118,6 +124,32 @@ def _samples(fd: int, size: int) -> str:
     return digest.hexdigest()
 
 
+def _header(device: int, inode: int, read_to: int, samples: str) -> bytes:
+    return f"{device} {inode} {read_to} {samples}\n".encode()
+
+
+def takes_up(path: Path, cache_dir: Path) -> bool:
+    """Whether CACHE_DIR's entry for PATH says it was read from this very file, which still
+    starts with the bytes read (device, inode, size and samples, from the entry's header: a
+    few reads, standard library only). The engine checks the whole entry again; this only
+    tells `interfaces.prestart` that reading the file from the start will not be needed."""
+    try:
+        with entry_path(cache_dir, path).open("rb") as entry:
+            if entry.read(len(FORMAT)) != FORMAT:
+                return False
+            header = entry.readline(HEADER_MAX_BYTES)
+        device, inode, read_to, _ = header.split()
+        with path.open("rb") as handle:
+            fd = handle.fileno()
+            status = os.fstat(fd)
+            size = int(read_to)
+            return ((status.st_dev, status.st_ino) == (int(device), int(inode))
+                    and status.st_size >= size
+                    and _header(status.st_dev, status.st_ino, size, _samples(fd, size)) == header)
+    except (OSError, ValueError):
+        return False
+
+
 class _TooLarge(Exception):
     pass
 
@@ -164,6 +196,7 @@ def _read_entry(entry: Path) -> object:
                 or not _whole(opened, status.st_size)):
             return None
         opened.seek(len(FORMAT))
+        opened.readline(HEADER_MAX_BYTES)  # the state repeats what the header says
         try:
             found: object = _Unpickler(opened).load()
         except Exception:  # a damaged entry can fail in any way while read: it is no entry
@@ -199,12 +232,15 @@ def _write(entry: Path, patterns: tuple[str, ...], fd: int, scanned: Scan,
         return
     kept = ReadStats(stats.lines - int(stats.torn_final_line), read_to,
                      list(stats.unreadable_lines))
-    state = ScanState(_key(os.fstat(fd), patterns), read_to, _samples(fd, read_to), *resume,
-                      scanned.read, dict(scanned.tally), kept)
+    status = os.fstat(fd)
+    samples = _samples(fd, read_to)
+    state = ScanState(_key(status, patterns), read_to, samples, *resume, scanned.read,
+                      dict(scanned.tally), kept)
     entry.parent.mkdir(mode=0o700, exist_ok=True)
     with atomic_writer(entry, 0o600) as target:
         target.write(FORMAT)
         sink = _Sink(target)
+        sink.write(_header(status.st_dev, status.st_ino, read_to, samples))
         pickle.dump(state, sink, protocol=pickle.HIGHEST_PROTOCOL)
         target.write(b"\n" + sink.digest.hexdigest().encode())
     _prune(entry.parent)

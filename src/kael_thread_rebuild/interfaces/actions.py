@@ -16,15 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from ..conversation.dirty import DirtyReport
-from ..daemon import Recovery, recover_once, serve
 from ..doctor.model import DoctorReport
-from ..doctor.runner import run_doctor
 from ..errors import Refused, UsageError
 from ..fsutil import atomic_write_bytes
 from ..operations import service
 from ..operations.model import IN_FLIGHT, Operation
 from ..operations.service import CANCEL_WORD, REBUILD_WORD, ROLLBACK_WORD, Requested
 from ..operations.stop_hook import record_stop_input
+from ..operations.store import Recovery
 from ..paths import require_path_text, resolve_transcript, shown
 from ..plan import PlanReport, build_plan
 from ..state_layout import HOOK_LOG, OPERATIONS, WORKER_LOG
@@ -92,6 +91,8 @@ def _candidate(call: Call, given: CandidateInput) -> CandidateSummary:
 
 
 def _doctor(call: Call, given: NoInput) -> DoctorReport:
+    from ..doctor.runner import run_doctor  # not imported by the commands that read
+
     return run_doctor(call.config)
 
 
@@ -145,11 +146,15 @@ def _hook_stop(call: Call, given: NoInput) -> Nothing:
 
 
 def _serve(call: Call, given: ServeInput) -> Nothing:
+    from ..daemon import serve  # not imported by the commands that read
+
     serve(call.config, once=given.once)
     return Nothing()
 
 
 def _recover(call: Call, given: NoInput) -> Recovery:
+    from ..daemon import recover_once
+
     return recover_once(call.config)
 
 

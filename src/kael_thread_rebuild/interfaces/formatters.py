@@ -9,12 +9,11 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ..daemon import Recovery
 from ..doctor.model import Check, DoctorReport
 from ..errors import Refused
 from ..operations.model import Operation
 from ..operations.service import Requested
-from ..operations.store import StrayFile
+from ..operations.store import Recovery, StrayFile
 from .action_model import Nothing
 from .claude_pieces import ClaudePieces, settings_text
 from .outcomes import CandidateSummary, Found, History, StartFailed, Waited

@@ -6,6 +6,8 @@ command line's config and transcript are located by the same rules the engine ap
 (`paths.locate_transcript`: inside project_dir, symlinks resolved), and a child starts reading
 the later part of the file. The engine then validates everything properly; `scan` uses the child
 only if it read the same file with the same speech-tool patterns, and cancels it otherwise.
+`plan` and `dirty` start no child when the state dir's scan cache has an entry that the file takes
+up (`scan_cache.takes_up`): they will read only the bytes appended since.
 """
 
 from __future__ import annotations
@@ -13,15 +15,19 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from ..conversation.scan import SecondHalf, start_second_half
+from ..conversation.scan_cache import takes_up
 from ..defaults import DEFAULT_SPEECH_TOOLS
 from ..errors import KaelError
 from ..paths import locate_transcript
+from ..state_layout import SCAN_CACHE, peek_config, peeked_state_dir
 from ..state_layout import config_path as named_config
-from ..state_layout import peek_config
+from ..transcript import sha256_state
 
 READING_COMMANDS = frozenset({"plan", "dirty", "candidate"})
+CACHED_COMMANDS = frozenset({"plan", "dirty"})  # `candidate` always reads the whole file
 # The child starts about 0.15 s ahead of this process (its imports), worth about this many
 # bytes of reading: it takes that much more than half.
 CHILD_HEAD_START_BYTES = 48 << 20
@@ -50,6 +56,8 @@ def prestart(words: Sequence[str]) -> SecondHalf | None:
         if not project.is_absolute() or not isinstance(patterns, list):
             return None
         path = locate_transcript(project, known.transcript)
+        if known.command in CACHED_COMMANDS and _cached(data, path):
+            return None
     except (OSError, ValueError, KeyError, RuntimeError, KaelError):
         return None  # the engine reports it properly (RuntimeError: `~user` of no one)
     try:
@@ -58,3 +66,11 @@ def prestart(words: Sequence[str]) -> SecondHalf | None:
         return None
     return start_second_half(path, [str(p) for p in patterns],
                              fraction=child_share_starts_at(size))
+
+
+def _cached(data: dict[str, Any], path: Path) -> bool:
+    """Whether the scan will be taken up from the cache (the rule of `plan.scan_cache_dir` and
+    `scan_cache.cached_scan`: a state dir that exists, a resumable SHA-256, an entry taken up)."""
+    state_dir = peeked_state_dir(data)
+    return (state_dir.is_absolute() and state_dir.is_dir() and sha256_state.available()
+            and takes_up(path, state_dir / SCAN_CACHE))

@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from filelock import FileLock
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..errors import KaelError, Refused
@@ -118,6 +117,8 @@ class OperationStore:
         if self.candidates_dir.exists():
             make_private_dir(self.candidates_dir)
         self.lock_path = layout.coordinator_lock
+        from filelock import FileLock  # here: `dirty` and `plan` import this module's models only
+
         self._lock = FileLock(self.lock_path, mode=FILE_MODE)
 
     # -- locking -----------------------------------------------------------------------------
@@ -299,3 +300,10 @@ def _first_problem(exc: orjson.JSONDecodeError | ValidationError) -> str:
 def _after_colon(message: str) -> str:
     """A StoreError's reason without the 'operation record <name> is unreadable' lead."""
     return message.partition(" is unreadable: ")[2] or message
+
+
+class Recovery(BaseModel):
+    """What the `recover` command did: the operations it settled, the files it skipped."""
+
+    settled: list[Operation]
+    skipped: list[StrayFile]

@@ -10,20 +10,28 @@ callers fall back to hashlib (and to a full scan).
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import functools
 import hashlib
+from collections.abc import Iterator
 
 CTX_BYTES = 112  # sizeof(SHA256_CTX): 8 + 2 + 16 + 2 unsigned ints (OpenSSL 1.1 and 3)
 _LIBRARY_NAMES = ("libcrypto.so.3", "libcrypto.so.1.1")
 
 
+def _names() -> Iterator[str]:
+    """The libraries to try: the usual names first; `find_library` (which runs `ldconfig`, a
+    process) only when none of them is there."""
+    yield from _LIBRARY_NAMES
+    import ctypes.util  # imports subprocess: only when needed
+
+    found = ctypes.util.find_library("crypto")
+    if found:
+        yield found
+
+
 @functools.cache
 def _library() -> ctypes.CDLL | None:
-    names = [*_LIBRARY_NAMES, ctypes.util.find_library("crypto")]
-    for name in names:
-        if not name:
-            continue
+    for name in _names():
         try:
             lib = ctypes.CDLL(name)
             lib.SHA256_Init.argtypes = [ctypes.c_char_p]
