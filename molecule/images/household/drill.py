@@ -237,11 +237,21 @@ def request_with(prompt: str, since: int) -> dict[str, Any]:
 
 
 def settled(place: Household, operation: str | None = None) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+
     def probe() -> dict[str, Any] | None:
         op = place.engine("status", *(["--operation", operation] if operation else []))
         found = op.get("operation")
+        seen["last"] = found
         return found if found and found["status"] in SETTLED else None
-    return wait_until(probe, 120, "the operation to settle")
+    try:
+        return wait_until(probe, 120, "the operation to settle")
+    except TimeoutError as late:  # say how far it came: never recorded, or stuck in a status
+        last = seen.get("last")
+        where = (f"operation {last['operation_id']} is {last['status']}: "
+                 f"{[step['to_status'] for step in last['history']]}" if last
+                 else "no operation was recorded (did the model's tool call fail?)")
+        raise TimeoutError(f"{late}; {where}") from None
 
 
 def seconds_between(op: dict[str, Any], start: str, end: str) -> float | None:
@@ -367,6 +377,7 @@ def run_and_report(work: Callable[[dict[str, Any]], None], place: Household, ins
     figures["runtime_blocks_sent"] = len(result.get("after_non_text", []))
     print(json.dumps(figures))
     if result["error"]:
+        print(f"the pane at the failure:\n{result['screen']}", file=sys.stderr)
         raise SystemExit(1)
 
 if __name__ == "__main__":
