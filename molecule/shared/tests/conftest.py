@@ -54,6 +54,12 @@ def config_of(host: Any, instance: str) -> dict[str, Any]:
                          "print(json.dumps(tomllib.load(open(sys.argv[1], 'rb'))))", path))
 
 
+def daemon_of(host: Any, instance: str) -> dict[str, Any]:
+    """`docker inspect` of the instance's daemon container."""
+    (daemon,) = run_json(host, "docker", "inspect", f"{SERVER}-{instance}")
+    return dict(daemon)
+
+
 def playbook(name: str, *options: str) -> subprocess.CompletedProcess[str]:
     """One of the project's playbooks against the scenario's households, as a control machine
     runs it (Molecule's inventory and connection)."""

@@ -13,10 +13,10 @@ from typing import Any
 from conftest import (
     SERVER,
     config_of,
+    daemon_of,
     home_of,
     instances,
     read_json,
-    run_json,
     run_playbook,
 )
 
@@ -65,11 +65,6 @@ def effective_config(host: Any, instance: str, play: dict[str, Any]) -> dict[str
                 if i["name"] == instance]
     own = entry.get("config") or {}
     return {key: own.get(key, value) for key, value in play.items()}
-
-
-def daemon_of(host: Any, instance: str) -> dict[str, Any]:
-    (daemon,) = run_json(host, "docker", "inspect", f"{SERVER}-{instance}")
-    return dict(daemon)
 
 
 def test_a_config_change_recreates_the_daemon_before_doctor_judges(all_hosts: list[Any]) -> None:
