@@ -38,6 +38,7 @@ from kael_thread_rebuild.doctor.host import VERSION_LABEL
 from kael_thread_rebuild.doctor.host_facts import HOST_FACTS_ENV
 from kael_thread_rebuild.doctor.mcp import global_state_files
 from kael_thread_rebuild.doctor.model import Check, DoctorReport
+from kael_thread_rebuild.doctor.reading import read_cmdline
 from kael_thread_rebuild.doctor.resume import resume_claude_args
 from kael_thread_rebuild.doctor.runner import CHECKS, run_doctor
 from kael_thread_rebuild.interfaces import cli
@@ -187,6 +188,9 @@ def live(tmp_path: Path, layout: Layout) -> Iterator[Live]:
                          if str(fake) in cmdline(pid)), None)
 
         pid = wait_until(claude_pid, what="the fake claude to start")
+        wait_until(lambda: any(str(server) in (read_cmdline(child) or [])
+                               for child in registry.process_tree(pid)[1:]),
+                   what="the fake claude to start its MCP server")
         write_registry(layout, pid, SESSION)
         yield Live(tmux, target, pid)
 
