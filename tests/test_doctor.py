@@ -38,6 +38,7 @@ from kael_thread_rebuild.doctor.host import VERSION_LABEL
 from kael_thread_rebuild.doctor.host_facts import HOST_FACTS_ENV
 from kael_thread_rebuild.doctor.mcp import global_state_files
 from kael_thread_rebuild.doctor.model import Check, DoctorReport
+from kael_thread_rebuild.doctor.reading import read_cmdline
 from kael_thread_rebuild.doctor.resume import resume_claude_args
 from kael_thread_rebuild.doctor.runner import CHECKS, run_doctor
 from kael_thread_rebuild.interfaces import cli
@@ -157,14 +158,23 @@ class Live:
 
 @pytest.fixture
 def live(tmp_path: Path, layout: Layout) -> Iterator[Live]:
-    """A fake `claude` (found on PATH) sleeping with LIVE_FLAGS in a private tmux pane, and the
+    """A fake `claude` (found on PATH) sleeping with LIVE_FLAGS in a private tmux pane and
+    running its registered MCP server as its child (as Claude Code does from its start), and the
     session registry entry Claude Code would write for it."""
     if shutil.which("tmux") is None:
         pytest.skip("tmux is not installed")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
+    server = bin_dir / "kael-thread-rebuild-mcp"  # lives as long as its parent
+    server.write_text(f"#!{sys.executable}\nimport os, time\nparent = os.getppid()\n"
+                      "while os.getppid() == parent:\n    time.sleep(0.2)\n")
+    server.chmod(0o755)
+    entry = {**MCP["kael-thread-rebuild"], "command": str(server)}
+    write_json(layout.config_dir / ".claude.json",
+               {"numStartups": 3, "mcpServers": {"kael-thread-rebuild": entry}})
     fake = bin_dir / "claude"
-    fake.write_text(f"#!{sys.executable}\nimport time\ntime.sleep(600)\n")
+    fake.write_text(f"#!{sys.executable}\nimport subprocess, time\n"
+                    f"subprocess.Popen({[str(server), *entry['args']]!r})\ntime.sleep(600)\n")
     fake.chmod(0o755)
     home = tmp_path / "home"
     home.mkdir()
@@ -178,6 +188,9 @@ def live(tmp_path: Path, layout: Layout) -> Iterator[Live]:
                          if str(fake) in cmdline(pid)), None)
 
         pid = wait_until(claude_pid, what="the fake claude to start")
+        wait_until(lambda: any(str(server) in (read_cmdline(child) or [])
+                               for child in registry.process_tree(pid)[1:]),
+                   what="the fake claude to start its MCP server")
         write_registry(layout, pid, SESSION)
         yield Live(tmux, target, pid)
 
@@ -210,6 +223,7 @@ def test_sound_setup_passes_every_check(sound: Config, live: Live) -> None:
     assert f"pid {live.pid}" in checks["resume_command"].detail
     assert "--dangerously-load-development-channels" in checks["resume_command"].detail
     assert checks["mcp_containers"].detail.startswith("0 running for 1 live Claude Code")
+    assert checks["mcp_loaded"].detail.startswith(f"the live Claude Code (pid {live.pid}) runs")
     assert checks["versions"].detail.startswith(
         f"the daemon kael-thread-rebuild-default runs kael-thread-rebuild:latest {__version__}")
 

@@ -62,16 +62,31 @@ def kael_mount_args(lines: Sequence[str], present: Sequence[str] = ()) -> dict[s
     return {"volumes": volumes, "env": env}
 
 
+def _doctor_line(check: dict[str, Any]) -> str:
+    return (f"{check['name']}: {check.get('detail', '')}"
+            + (f"; fix: {check['fix']}" if check.get("fix") else ""))
+
+
 def kael_doctor_failures(report: dict[str, Any], summary: bool = False) -> Any:
     """The failing checks of a doctor report, one line each (name: detail; fix), or with
-    SUMMARY a count of the checks that passed and the names of those skipped."""
+    SUMMARY a count of the checks that passed, the names of those that warn and of those
+    skipped."""
     checks = report.get("checks", []) if isinstance(report, dict) else []
     if summary:
         skipped = [c["name"] for c in checks if c.get("skipped")]
-        passed = sum(1 for c in checks if c.get("ok") and not c.get("skipped"))
-        return f"{passed} ok, skipped: {', '.join(skipped) or 'none'}"
-    return [f"{c['name']}: {c.get('detail', '')}" + (f"; fix: {c['fix']}" if c.get("fix") else "")
-            for c in checks if not c.get("ok")]
+        warned = [c["name"] for c in checks if c.get("ok") and c.get("warning")]
+        passed = sum(1 for c in checks
+                     if c.get("ok") and not c.get("skipped") and not c.get("warning"))
+        return (f"{passed} ok, warnings: {', '.join(warned) or 'none'}, "
+                f"skipped: {', '.join(skipped) or 'none'}")
+    return [_doctor_line(c) for c in checks if not c.get("ok")]
+
+
+def kael_doctor_warnings(report: dict[str, Any]) -> list[str]:
+    """The checks of a doctor report that pass with a warning, one line each (name: detail;
+    fix): worth acting on, no reason to fail the install."""
+    checks = report.get("checks", []) if isinstance(report, dict) else []
+    return [_doctor_line(c) for c in checks if c.get("ok") and c.get("warning")]
 
 
 def kael_ro_volumes(paths: Sequence[str]) -> list[str]:
@@ -88,5 +103,6 @@ def kael_from_toml(text: str) -> dict[str, Any]:
 class FilterModule:
     def filters(self) -> dict[str, Callable[..., Any]]:
         return {"kael_resume_command": kael_resume_command, "kael_mount_args": kael_mount_args,
-                "kael_doctor_failures": kael_doctor_failures, "kael_ro_volumes": kael_ro_volumes,
+                "kael_doctor_failures": kael_doctor_failures,
+                "kael_doctor_warnings": kael_doctor_warnings, "kael_ro_volumes": kael_ro_volumes,
                 "kael_from_toml": kael_from_toml}

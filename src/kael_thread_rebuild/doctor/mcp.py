@@ -78,14 +78,29 @@ def _registrations(facts: Facts, state_files: list[Path]) -> _Registrations:
     return found
 
 
+def _ours(found: _Registrations) -> tuple[str, str, Path, Any] | None:
+    """The first registration of our server: (name, scope, file, entry)."""
+    for scope, path, servers in found.sources:
+        for server, entry in servers.items():
+            if _names_our_server(server, entry):
+                return server, scope, path, entry
+    return None
+
+
+def registered_server(facts: Facts) -> tuple[str, Any] | None:
+    """Our server's registration as the Claude Code in claude_workdir reads it: (name, entry)."""
+    ours = _ours(_registrations(facts, global_state_files(facts.claude_config_dir)))
+    return None if ours is None else (ours[0], ours[3])
+
+
 def check_mcp_server(facts: Facts) -> Check:
     name = "mcp_server"
     state_files = global_state_files(facts.claude_config_dir)
     found = _registrations(facts, state_files)
-    for scope, path, servers in found.sources:
-        for server, entry in servers.items():
-            if _names_our_server(server, entry):
-                return passed(name, f"{server!r} ({scope}, {path})")
+    ours = _ours(found)
+    if ours is not None:
+        server, scope, path, _ = ours
+        return passed(name, f"{server!r} ({scope}, {path})")
     if found.unseen:
         shown = ", ".join(str(path) for path in found.unseen)
         return skipped(name, f"not checked here: {shown} is not mounted in this container "

@@ -14,6 +14,7 @@ from .files import check_claude_workdir, check_operations, check_project_dir, ch
 from .hooks import check_hook_delivery, check_stop_hook
 from .host import check_claude_access, check_mcp_containers, check_versions
 from .mcp import check_mcp_server
+from .mcp_live import check_mcp_loaded
 from .model import Check, DoctorReport, failed
 from .resume import check_resume_command, check_resume_start
 from .target import check_claude_version, check_session, check_target
@@ -36,6 +37,7 @@ CHECKS: tuple[CheckFn, ...] = (
     check_stop_hook,
     check_hook_delivery,
     check_mcp_server,
+    check_mcp_loaded,
     check_operations,
     check_mcp_containers,
     check_versions,
