@@ -51,6 +51,7 @@ TRAILER_BYTES = 65  # a newline and the payload's SHA-256 in hex
 _ALLOWED = {
     ("builtins", "set"), ("builtins", "frozenset"), ("builtins", "bytearray"),
     ("array", "array"), ("array", "_array_reconstructor"), ("re", "_compile"),
+    ("kael_thread_rebuild.conversation.arrays", "rebuilt_array"),
     ("copyreg", "_reconstructor"), ("builtins", "object"),
     ("kael_thread_rebuild.conversation.scan_cache", "ScanState"),
     ("kael_thread_rebuild.transcript.reader", "ReadStats"),
@@ -205,7 +206,7 @@ def _write(entry: Path, patterns: tuple[str, ...], fd: int, scanned: Scan,
     with atomic_writer(entry, 0o600) as target:
         target.write(FORMAT)
         sink = _Sink(target)
-        pickle.dump(state, sink, protocol=pickle.HIGHEST_PROTOCOL)
+        arrays.dump_arrays(state, sink)
         target.write(b"\n" + sink.digest.hexdigest().encode())
     _prune(entry.parent)
 
