@@ -2,8 +2,8 @@
 
 A session of a million records has a million uuids; a Python dict of them costs about 150 bytes
 each (the key string, the row number object, the entry). Here a key costs its own bytes plus
-three machine words: the keys sit end to end in one bytearray, and an open-addressing table of
-codes finds them by hash.
+two to four codes (and its end offset, unless every key has one length): the keys sit end to
+end in one bytearray, and an open-addressing table of codes finds them by hash.
 """
 
 from __future__ import annotations
@@ -17,21 +17,29 @@ _MIN_SLOTS = 1 << 10
 
 
 class Interner:
-    """Distinct byte strings numbered 0, 1, 2, ... in the order they were first added."""
+    """Distinct byte strings numbered 0, 1, 2, ... in the order they were first added.
 
-    __slots__ = ("blob", "ends", "mask", "slots")
+    While every key has the same length WIDTH (a uuid's 16 raw bytes), key i sits at i * WIDTH
+    and no offsets are kept; the first key of another length makes them real (`ends`).
+    """
 
-    def __init__(self) -> None:
+    __slots__ = ("blob", "count", "ends", "mask", "slots", "width")
+
+    def __init__(self, width: int = 0) -> None:
         self.blob = bytearray()
-        self.ends = array("i", [0])  # 64-bit once the keys pass 2 GiB
+        self.width = width
+        self.count = 0
+        self.ends: array[int] | None = None if width else array("i", [0])  # 64-bit past 2 GiB
         self.slots = array("i", [EMPTY]) * _MIN_SLOTS
         self.mask = _MIN_SLOTS - 1
 
     def __len__(self) -> int:
-        return len(self.ends) - 1
+        return self.count
 
     def key(self, code: int) -> bytes:
-        ends = self.ends
+        ends, width = self.ends, self.width
+        if ends is None:
+            return bytes(self.blob[code * width:(code + 1) * width])
         return bytes(self.blob[ends[code]:ends[code + 1]])
 
     def find(self, key: bytes) -> int:
@@ -45,9 +53,13 @@ class Interner:
         code = slots[slot]
         if code != EMPTY:
             return code
-        code = len(self.ends) - 1
+        code = self.count
+        if self.ends is None and len(key) != self.width:
+            self.ends = array("q", range(0, (code + 1) * self.width, self.width))
         self.blob += key
-        self.ends = append_wide(self.ends, len(self.blob))
+        if self.ends is not None:
+            self.ends = append_wide(self.ends, len(self.blob))
+        self.count = code + 1
         slots[slot] = code
         if 2 * (code + 1) > len(slots):
             self._grow()
@@ -57,6 +69,16 @@ class Interner:
         """The slot that holds KEY, or the empty slot where it would go (linear probing)."""
         slots, mask, blob, ends = self.slots, self.mask, self.blob, self.ends
         slot = hash(key) & mask
+        if ends is None:
+            width = self.width
+            if len(key) != width:
+                while slots[slot] != EMPTY:
+                    slot = (slot + 1) & mask
+                return slot
+            while (code := slots[slot]) != EMPTY and \
+                    blob[code * width:(code + 1) * width] != key:
+                slot = (slot + 1) & mask
+            return slot
         while (code := slots[slot]) != EMPTY and blob[ends[code]:ends[code + 1]] != key:
             slot = (slot + 1) & mask
         return slot
@@ -67,13 +89,13 @@ class Interner:
         self.mask = size - 1
         self._rebuild()
 
-    def __getstate__(self) -> tuple[bytearray, array[int]]:
+    def __getstate__(self) -> tuple[bytearray, array[int] | None, int, int]:
         # A forked reader sends its interner back through a pipe: hashes of bytes are salted
         # per interpreter, so the table is rebuilt on the other side rather than sent.
-        return self.blob, self.ends
+        return self.blob, self.ends, self.width, self.count
 
-    def __setstate__(self, state: tuple[bytearray, array[int]]) -> None:
-        self.blob, self.ends = state
+    def __setstate__(self, state: tuple[bytearray, array[int] | None, int, int]) -> None:
+        self.blob, self.ends, self.width, self.count = state
         self.slots = array("i", [EMPTY]) * _MIN_SLOTS
         self.mask = _MIN_SLOTS - 1
         while 2 * len(self) > len(self.slots):
@@ -82,9 +104,9 @@ class Interner:
         self._rebuild()
 
     def _rebuild(self) -> None:
-        slots, mask, blob, ends = self.slots, self.mask, self.blob, self.ends
-        for code in range(len(ends) - 1):
-            slot = hash(bytes(blob[ends[code]:ends[code + 1]])) & mask
+        slots, mask = self.slots, self.mask
+        for code in range(self.count):
+            slot = hash(self.key(code)) & mask
             while slots[slot] != EMPTY:
                 slot = (slot + 1) & mask
             slots[slot] = code
