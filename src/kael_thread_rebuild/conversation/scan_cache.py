@@ -131,12 +131,14 @@ class _Sink:
         self.digest = hashlib.sha256()
         self.written = 0
 
-    def write(self, data: bytes) -> int:
-        self.written += len(data)
+    def write(self, data: bytes | pickle.PickleBuffer) -> int:
+        # Large arrays come as the PickleBuffer itself (`arrays.ArrayPickler`), never copied.
+        view = memoryview(data)
+        self.written += view.nbytes
         if self.written > MAX_ENTRY_BYTES:
             raise _TooLarge
-        self.digest.update(data)
-        return self.target.write(data)
+        self.digest.update(view)
+        return self.target.write(view)
 
 
 def _whole(opened: BinaryIO, size: int) -> bool:
