@@ -54,7 +54,7 @@ class AtomicFile:
             self.discard()
             raise StorageError.writing(path, exc) from None
 
-    def write(self, data: bytes) -> int:
+    def write(self, data: bytes | memoryview) -> int:
         try:
             return self.handle.write(data)
         except OSError as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 from array import array
 
 import pytest
@@ -12,6 +13,7 @@ from kael_thread_rebuild.conversation.arrays import (
     extend_wide,
     narrow,
 )
+from kael_thread_rebuild.conversation.interner import EMPTY, Interner
 from kael_thread_rebuild.conversation.table import Kind, RecordTable
 
 
@@ -56,3 +58,17 @@ def test_a_uuid_written_twice_moves_to_its_later_row() -> None:
     assert table.row_of(first) == 2 and table.row_of(second) == 1
     assert table.uuid_of(2) == first and table.current(0) == 2
     assert table.parent_of(2) == 1
+
+
+def test_fixed_width_keys_keep_no_offsets_until_one_of_another_length() -> None:
+    keys = Interner(4)
+    assert [keys.add(key) for key in (b"abcd", b"efgh", b"abcd")] == [0, 1, 0]
+    assert keys.ends is None and len(keys.blob) == 8
+    assert keys.find(b"abc") == EMPTY and keys.find(b"efgh") == 1
+    assert keys.add(b"longer key") == 2
+    assert keys.ends is not None
+    assert [keys.key(code) for code in range(3)] == [b"abcd", b"efgh", b"longer key"]
+    assert [keys.find(key) for key in (b"abcd", b"efgh", b"longer key")] == [0, 1, 2]
+    copied = pickle.loads(pickle.dumps(keys))
+    assert [copied.find(key) for key in (b"abcd", b"efgh", b"longer key", b"x")] == [0, 1, 2,
+                                                                                     EMPTY]

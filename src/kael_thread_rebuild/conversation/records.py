@@ -119,16 +119,17 @@ class SpeechStore:
     not cost a million Python objects). The words stay in the file and are read again (and
     checked against the digest) only when a candidate is written.
 
-    Per record that speaks (file order): its table row, line offset and size, its timestamp, and
+    Per record that speaks (file order): its table row (free while every record speaks, as in
+    a chat), line offset and size, its timestamp, and
     where its items start (most records say one thing: item i is record i's until one says
     more). Per item: role and origin (one byte), the first DIGEST_BYTES of the SHA-256 of its
     words (enough to tell that the file changed; the full digest is taken again from the words
     read back), UTF-8 bytes, characters and CJK characters. Sizes and counts take two bytes
-    each until one needs more.
+    each until one needs more; offsets four until one passes 4 GiB.
     """
 
-    rows: array[int] = field(default_factory=lambda: array("i"))
-    offsets: array[int] = field(default_factory=lambda: array("q"))
+    rows: IdentityArray = field(default_factory=IdentityArray)
+    offsets: array[int] = field(default_factory=lambda: array("I"))
     lengths: array[int] = field(default_factory=narrow)
     first_items: IdentityArray = field(default_factory=IdentityArray)
     # NO_TIME, or CANONICAL_TIME when the timestamp is the one `canonical_time` writes for the
@@ -145,7 +146,7 @@ class SpeechStore:
             speech: tuple[Speech, ...]) -> None:
         owner = len(self.rows)
         self.rows.append(row)
-        self.offsets.append(offset)
+        self.offsets = append_wide(self.offsets, offset)
         self.lengths = append_wide(self.lengths, length)
         self.first_items.append(len(self.kinds))
         if timestamp is None:
@@ -175,7 +176,9 @@ class SpeechStore:
 
     def index_of(self, row: int) -> int:
         """The speaking record at table row ROW, or -1 (rows are stored in increasing order)."""
-        index = bisect.bisect_left(self.rows, row)
+        if self.rows.values is None:  # every record so far has spoken
+            return row if 0 <= row < len(self.rows) else -1
+        index = bisect.bisect_left(self.rows.values, row)
         return index if index < len(self.rows) and self.rows[index] == row else -1
 
     def item_range(self, index: int) -> range:
@@ -202,8 +205,9 @@ class SpeechStore:
     def absorb(self, later: SpeechStore, row_offset: int) -> None:
         """Append the store of the byte range read right after this one."""
         owner_offset, item_offset = len(self.rows), len(self.kinds)
-        self.rows.extend(row + row_offset for row in later.rows)
-        self.offsets.extend(later.offsets)
+        for row in later.rows:
+            self.rows.append(row + row_offset)
+        self.offsets = extend_wide(self.offsets, later.offsets)
         self.lengths = extend_wide(self.lengths, later.lengths)
         for first in later.first_items:
             self.first_items.append(first + item_offset)

@@ -20,6 +20,7 @@ from typing import BinaryIO, cast
 
 from ..errors import InputError
 from ..transcript.reader import READ_BUFFER, FileDigest, ReadStats, read_records
+from .arrays import dump_arrays, map_large_blocks
 from .records import Classifier, SpeechToolMatcher
 
 PARALLEL_MIN_BYTES = 64 << 20
@@ -45,6 +46,7 @@ AfterScan = Callable[[int, Scan, FileDigest], None]
 def _classify_range(handle: BinaryIO, start: int, length: int,
                     speech_tools: SpeechToolMatcher) -> tuple[Classifier, dict[str, int],
                                                               ReadStats]:
+    map_large_blocks()
     read = Classifier(speech_tools)
     tally: dict[str, int] = {}
     stats = ReadStats()
@@ -110,7 +112,7 @@ def _second_half(path: Path, fd: int, start: int, size: int,
             code = 1
         try:
             with os.fdopen(writer, "wb", buffering=READ_BUFFER) as pipe:
-                pickle.dump(result, pipe, protocol=pickle.HIGHEST_PROTOCOL)
+                dump_arrays(result, pipe)
         except BaseException:
             code = 1
         os._exit(code)

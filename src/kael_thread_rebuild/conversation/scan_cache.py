@@ -57,6 +57,7 @@ TRAILER_BYTES = 65  # a newline and the payload's SHA-256 in hex
 _ALLOWED = {
     ("builtins", "set"), ("builtins", "frozenset"), ("builtins", "bytearray"),
     ("array", "array"), ("array", "_array_reconstructor"), ("re", "_compile"),
+    ("kael_thread_rebuild.conversation.arrays", "rebuilt_array"),
     ("copyreg", "_reconstructor"), ("builtins", "object"),
     ("kael_thread_rebuild.conversation.scan_cache", "ScanState"),
     ("kael_thread_rebuild.transcript.reader", "ReadStats"),
@@ -162,12 +163,14 @@ class _Sink:
         self.digest = hashlib.sha256()
         self.written = 0
 
-    def write(self, data: bytes) -> int:
-        self.written += len(data)
+    def write(self, data: bytes | pickle.PickleBuffer) -> int:
+        # Large arrays come as the PickleBuffer itself (`arrays.ArrayPickler`), never copied.
+        view = memoryview(data)
+        self.written += view.nbytes
         if self.written > MAX_ENTRY_BYTES:
             raise _TooLarge
-        self.digest.update(data)
-        return self.target.write(data)
+        self.digest.update(view)
+        return self.target.write(view)
 
 
 def _whole(opened: BinaryIO, size: int) -> bool:
@@ -241,7 +244,7 @@ def _write(entry: Path, patterns: tuple[str, ...], fd: int, scanned: Scan,
         target.write(FORMAT)
         sink = _Sink(target)
         sink.write(_header(status.st_dev, status.st_ino, read_to, samples))
-        pickle.dump(state, sink, protocol=pickle.HIGHEST_PROTOCOL)
+        arrays.dump_arrays(state, sink)
         target.write(b"\n" + sink.digest.hexdigest().encode())
     _prune(entry.parent)
 

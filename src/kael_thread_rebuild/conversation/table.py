@@ -11,6 +11,7 @@ from array import array
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import IntEnum
+from hashlib import blake2b
 
 from ..claude_code.record_shapes import ASSISTANT, ATTACHMENT, SYSTEM, USER
 from ..transcript.reader import text_bytes
@@ -46,9 +47,17 @@ def epoch_ms(timestamp: object) -> float:
         return float("nan")
 
 
+MESSAGE_KEY_BYTES = 12
+
+
 def key_of(text: str) -> bytes:
-    """The bytes a message id is interned by (exact, lone surrogates included)."""
-    return text_bytes(text)
+    """The bytes a message id is interned by: a 96-bit BLAKE2b digest of its exact bytes (lone
+    surrogates included). Ids are only compared, never shown; two of a session's ids meeting
+    by chance is less likely than 1 in 10**16 for a million of them."""
+    return blake2b(text_bytes(text), digest_size=MESSAGE_KEY_BYTES).digest()
+
+
+UUID_BYTES = 16
 
 
 def uuid_key(text: str) -> bytes:
@@ -60,15 +69,15 @@ def uuid_key(text: str) -> bytes:
             raw = bytes.fromhex(digits)
         except ValueError:
             raw = b""
-        if len(raw) == 16 and raw.hex() == digits:
+        if len(raw) == UUID_BYTES and raw.hex() == digits:
             return raw
     data = text_bytes(text)
-    return data + b"\xff" if len(data) == 16 else data  # 0xff is never in UTF-8
+    return data + b"\xff" if len(data) == UUID_BYTES else data  # 0xff is never in UTF-8
 
 
 def uuid_text(key: bytes) -> str:
     """The uuid a key of `uuid_key` was made from."""
-    if len(key) == 16:
+    if len(key) == UUID_BYTES:
         h = key.hex()
         return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
     if len(key) == 17 and key[-1] == 0xFF:
@@ -80,7 +89,7 @@ def uuid_text(key: bytes) -> str:
 class RecordTable:
     # Uuids interned to codes; each row's code, and the row that now holds each code (both the
     # row itself until a uuid comes twice).
-    uuids: Interner = field(default_factory=Interner)
+    uuids: Interner = field(default_factory=lambda: Interner(UUID_BYTES))
     row_codes: IdentityArray = field(default_factory=IdentityArray)
     code_rows: IdentityArray = field(default_factory=IdentityArray)
     kinds: bytearray = field(default_factory=bytearray)
@@ -89,7 +98,7 @@ class RecordTable:
     times: array[float] = field(default_factory=lambda: array("d"))
     lines: array[int] = field(default_factory=lambda: array("i"))  # 64-bit past 2**31 lines
     messages: array[int] = field(default_factory=lambda: array("i"))
-    message_ids: Interner = field(default_factory=Interner)
+    message_ids: Interner = field(default_factory=lambda: Interner(MESSAGE_KEY_BYTES))
     # The rows of each API message, in file order: parallel tool calls leave some of them off
     # the walked path, and they are found here without a full scan. Most messages have one
     # row (its number is in `message_first`); only those with more get a list.

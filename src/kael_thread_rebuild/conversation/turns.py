@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, overload
 
+from .arrays import IdentityArray
 from .records import USER_ROLE, Origin, Role, SpeechStore
 from .table import RecordTable
 
@@ -39,11 +40,12 @@ class Item(NamedTuple):
 
 @dataclass(slots=True, frozen=True)
 class BranchItems:
-    """The speech items of the branch, in order, as indexes into the speech store."""
+    """The speech items of the branch, in order, as indexes into the speech store (free while
+    they are the store's items in store order, as they are when the session never branched)."""
 
     table: RecordTable
     store: SpeechStore
-    order: array[int]
+    order: IdentityArray
 
     def item(self, position: int) -> Item:
         store = self.store
@@ -154,7 +156,7 @@ class Turns:
 
 
 def build_turns(rows: Sequence[int], table: RecordTable, store: SpeechStore) -> Turns:
-    order = array("i")
+    order = IdentityArray()
     starts, middles, ends = array("i"), array("i"), array("i")
     leading = 0
     kinds = store.kinds
