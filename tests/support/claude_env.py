@@ -20,12 +20,13 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 __all__ = [
     "DEFAULT_ALLOW",
     "STREAM_JSON_ARGS",
     "ClaudeEnv",
+    "ClaudePlace",
     "PrintResult",
     "TmuxClaude",
     "claude_available",
@@ -299,14 +300,25 @@ def transcripts(env: ClaudeEnv) -> list[Path]:
 #: with the server's tools, is in its state (the tools of later requests): the channel gate that
 #: runs right after that update says it either registered or skipped channel notifications.
 MCP_TOOLS_TAKEN = "Channel notifications "
-def mcp_log_dir(env: ClaudeEnv, server: str) -> Path:
+class ClaudePlace(Protocol):
+    """Where a Claude Code runs: the home of its user and its working directory (a `ClaudeEnv`,
+    or a household's user and workdir)."""
+
+    @property
+    def home(self) -> Path: ...
+
+    @property
+    def cwd(self) -> Path: ...
+
+
+def mcp_log_dir(env: ClaudePlace, server: str) -> Path:
     """Where Claude Code writes its own log of the MCP server SERVER, one JSON-lines file per
     process: ``$HOME/.cache/claude-cli-nodejs/<enc(cwd)>/mcp-logs-<server>/``."""
     return (env.home / ".cache" / "claude-cli-nodejs" / encode_project_path(str(env.cwd))
             / f"mcp-logs-{server}")
 
 
-def mcp_log_lines(env: ClaudeEnv, server: str, session_id: str) -> list[str]:
+def mcp_log_lines(env: ClaudePlace, server: str, session_id: str) -> list[str]:
     """The ``debug`` texts Claude Code logged for SERVER while running SESSION_ID, in order."""
     lines: list[str] = []
     folder = mcp_log_dir(env, server)
@@ -321,7 +333,7 @@ def mcp_log_lines(env: ClaudeEnv, server: str, session_id: str) -> list[str]:
     return lines
 
 
-def wait_mcp_tools_taken(env: ClaudeEnv, server: str, session_id: str,
+def wait_mcp_tools_taken(env: ClaudePlace, server: str, session_id: str,
                          timeout: float = 60) -> float:
     """Seconds until the interactive Claude Code running SESSION_ID has connected SERVER and
     taken its tools in, so that the next request announces them.

@@ -35,6 +35,7 @@ from typing import Any, TypeVar
 
 import standin as s
 
+from support.claude_env import wait_mcp_tools_taken
 from support.fidelity import conversation_texts, non_text_block_types
 
 RECORD = Path("/var/lib/kael-standin/requests.jsonl")
@@ -56,6 +57,14 @@ def wait_until(probe: Callable[[], T | None], timeout: float, what: str) -> T:
         if time.monotonic() > deadline:
             raise TimeoutError(f"waited {timeout:.0f} s for {what}")
         time.sleep(0.2)
+
+
+@dataclass(frozen=True)
+class _Place:
+    """A Claude Code's user home and workdir, where it keeps its MCP logs."""
+
+    home: Path
+    cwd: Path
 
 
 @dataclass
@@ -189,12 +198,16 @@ class Household:
                    "Claude Code to exit")
         program, _, rest = start_command.partition(" ")
         self.type_line(f"{program} --continue {rest}".strip())
-        self.wait_ready()
-        # Claude Code connects its MCP servers in the background: a prompt typed before ours
-        # answers gets "No such tool available".
+        self.wait_mcp_connected(self.wait_ready())
+
+    def wait_mcp_connected(self, session: str) -> None:
+        """Until the Claude Code running SESSION has taken in our MCP server's tools (its own
+        MCP log says so): it connects in the background, and a prompt typed before that gets
+        "No such tool available". A server that is only slow is waited for up to 90 s."""
+        live = wait_until(self.live, 60, "a running Claude Code")
+        place = _Place(self.home, Path(str(live["cwd"])))
         with contextlib.suppress(TimeoutError):  # the request turn then shows what went wrong
-            wait_until(self.mcp_running, 90, "the instance's MCP server container")
-        time.sleep(5)
+            wait_mcp_tools_taken(place, s.SERVER, session, timeout=90)
 
     def mcp_running(self) -> bool:
         done = subprocess.run(["docker", "ps", "-q", "--filter", "status=running", "--filter",

@@ -102,6 +102,4 @@ class UnitHousehold(Household):
         self.systemctl("restart", self.unit["unit"])
         wait_until(lambda: not os.path.exists(f"/proc/{old['pid']}"), 60,
                    "the old Claude Code to stop")
-        self.wait_ready(str(old["sessionId"]))
-        wait_until(self.mcp_running, 90, "the instance's MCP server container")
-        time.sleep(5)
+        self.wait_mcp_connected(self.wait_ready(str(old["sessionId"])))
