@@ -28,7 +28,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -74,6 +74,8 @@ class Household:
     instance: str
     container: str
     config: str
+    #: Seconds the restart waited for Claude Code to take in our MCP tools (None: never seen).
+    mcp_wait_seconds: float | None = field(default=None, init=False)
 
     @property
     def home(self) -> Path:
@@ -198,16 +200,20 @@ class Household:
                    "Claude Code to exit")
         program, _, rest = start_command.partition(" ")
         self.type_line(f"{program} --continue {rest}".strip())
-        self.wait_mcp_connected(self.wait_ready())
+        # The resumed session, not the one a starting Claude Code names before it resumes
+        # (its MCP log is written under the resumed one).
+        self.wait_mcp_connected(self.wait_ready(str(old["sessionId"])))
 
     def wait_mcp_connected(self, session: str) -> None:
         """Until the Claude Code running SESSION has taken in our MCP server's tools (its own
         MCP log says so): it connects in the background, and a prompt typed before that gets
-        "No such tool available". A server that is only slow is waited for up to 90 s."""
+        "No such tool available". A server that is only slow is waited for up to 90 s; the
+        seconds waited go into the drill's figures (None: the log never said so)."""
         live = wait_until(self.live, 60, "a running Claude Code")
         place = _Place(self.home, Path(str(live["cwd"])))
         with contextlib.suppress(TimeoutError):  # the request turn then shows what went wrong
-            wait_mcp_tools_taken(place, s.SERVER, session, timeout=90)
+            self.mcp_wait_seconds = round(
+                wait_mcp_tools_taken(place, s.SERVER, session, timeout=90), 1)
 
     def mcp_running(self) -> bool:
         done = subprocess.run(["docker", "ps", "-q", "--filter", "status=running", "--filter",
@@ -287,6 +293,7 @@ def what_the_model_saw(place: Household, prompt: str,
 def drill(place: Household, start_command: str, result: dict[str, Any]) -> None:
     """Fills RESULT as it goes, so that a failure still shows how far the drill came."""
     place.restart_with_continue(start_command)
+    result["mcp_wait_seconds"] = place.mcp_wait_seconds
     old = place.wait_ready()
     result["old_session"], result["old_argv"] = old, place.argv()
 
@@ -384,7 +391,8 @@ def run_and_report(work: Callable[[dict[str, Any]], None], place: Household, ins
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
     os.replace(tmp, path)
-    figures = {k: result.get(k) for k in ("error", "downtime_seconds", "seconds")}
+    figures = {k: result.get(k) for k in ("error", "downtime_seconds", "seconds",
+                                           "mcp_wait_seconds")}
     # The last expected text is the message typed after the switch, not a carried one.
     figures["speech_items_carried"] = max(len(result.get("expected_texts", [])) - 1, 0)
     figures["runtime_blocks_sent"] = len(result.get("after_non_text", []))

@@ -3,6 +3,7 @@ JSON files and commands run over the scenario's own Ansible connection (testinfr
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -92,6 +93,13 @@ class Run:
 
 def run_playbook(name: str, *options: str) -> Run:
     return Run(playbook(name, *options))
+
+
+@functools.cache
+def run_playbook_once(name: str, *options: str) -> Run:
+    """One run over every household, shared by the tests of each host that read it (a run
+    per host would take as long again for every further host)."""
+    return run_playbook(name, *options)
 
 
 @pytest.fixture

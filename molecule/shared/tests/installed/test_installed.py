@@ -16,9 +16,11 @@ from conftest import (
     WRAPPER,
     config_of,
     home_of,
+    instances,
     read_json,
     run_json,
     run_playbook,
+    run_playbook_once,
 )
 from kael_thread_rebuild import __version__
 from kael_thread_rebuild.doctor.runner import CHECKS
@@ -174,8 +176,7 @@ def test_the_doctor_is_green_in_check_mode_with_every_check(
         host: Any, households: list[dict[str, Any]]) -> None:
     """Doctor in the appliance, every check that applies to the base run and passed on every
     instance; in check mode (read-only) nothing changes."""
-    # This host alone: the test runs once per host, and every other host has its own run.
-    done = run_playbook("doctor.yml", "--check", "--limit", host.backend.get_hostname())
+    done = run_playbook_once("doctor.yml", "--check")
     assert (done.failed(host), done.changed(host)) == (0, 0), done.tail()
     for place in households:
         # The pointer runner starts Claude Code with its own command and forwards every Stop.
@@ -187,35 +188,52 @@ def test_the_doctor_is_green_in_check_mode_with_every_check(
                f"none, skipped: {', '.join(skipped) or 'none'}" in done.out, done.tail()
 
 
-def test_the_doctor_fails_on_a_left_mcp_container_and_another_image_version(
-        host: Any, households: list[dict[str, Any]]) -> None:
-    """A leftover MCP server container of the instance, and an installed image of another
-    version than the daemon's: the host fails, each check named with what it saw."""
-    name = households[0]["instance"]
+UPGRADE = "kael-thread-rebuild:0.0.0-upgrade"
+
+
+def leave_an_mcp_container_and_another_image(host: Any) -> tuple[str, str]:
+    """On HOST: a leftover MCP server container of its first instance, and an installed image
+    of another version than the daemon's. The instance's name and the container's."""
+    name = instances(host)[0]["instance"]
     container = f"{SERVER}-{name}"
     image = run_json(host, "docker", "inspect", container)[0]["Config"]["Image"]
-    left, relabel, upgrade = f"{container}-mcp-left", f"{container}-relabel", \
-        "kael-thread-rebuild:0.0.0-upgrade"
+    left, relabel = f"{container}-mcp-left", f"{container}-relabel"
+    for argv in (["docker", "create", "--label", "io.kael-thread-rebuild.role=mcp",
+                  "--label", f"io.kael-thread-rebuild.instance={name}", "--name", left,
+                  image, "--version"],
+                 ["docker", "create", "--name", relabel, image],
+                 ["docker", "commit", "--change",
+                  f"LABEL org.opencontainers.image.version={UPGRADE.partition(':')[2]}",
+                  relabel, UPGRADE]):
+        done = host.run(shlex.join(argv))
+        assert done.rc == 0, (argv, done.stderr)
+    return name, left
+
+
+def test_the_doctor_fails_on_a_left_mcp_container_and_another_image_version(
+        all_hosts: list[Any]) -> None:
+    """A leftover MCP server container of an instance, and an installed image of another
+    version than the daemon's: every host fails, each check named with what it saw (one
+    doctor run over all of them, as a household with several hosts runs it)."""
+    left: dict[str, tuple[str, str]] = {}
     try:
-        for argv in (["docker", "create", "--label", "io.kael-thread-rebuild.role=mcp",
-                      "--label", f"io.kael-thread-rebuild.instance={name}", "--name", left,
-                      image, "--version"],
-                     ["docker", "create", "--name", relabel, image],
-                     ["docker", "commit", "--change",
-                      "LABEL org.opencontainers.image.version=0.0.0-upgrade", relabel, upgrade]):
-            done = host.run(shlex.join(argv))
-            assert done.rc == 0, (argv, done.stderr)
-        failing = run_playbook("doctor.yml", "-e", f"kael_image={upgrade}", "--limit",
-                               host.backend.get_hostname())
+        for host in all_hosts:
+            left[host.backend.get_hostname()] = leave_an_mcp_container_and_another_image(host)
+        failing = run_playbook("doctor.yml", "-e", f"kael_image={UPGRADE}")
     finally:
-        host.run(f"docker rm -f {left} {relabel}; docker rmi {upgrade}")
-    assert failing.failed(host) == 1, failing.tail()
-    assert re.search(rf"{name}: doctor is not green\..*mcp_containers: MCP server containers "
-                     rf"of instance '{name}' left behind: 1 not running: {left} \(Created\)",
-                     failing.out, re.DOTALL), failing.tail()
-    assert re.search(rf"versions: the daemon {container} runs version {__version__} "
-                     rf"\(\w{{12}}\) but {upgrade} is 0\.0\.0-upgrade", failing.out), \
-        failing.tail()
+        for host in all_hosts:
+            name = instances(host)[0]["instance"]
+            host.run(f"docker rm -f {SERVER}-{name}-mcp-left {SERVER}-{name}-relabel; "
+                     f"docker rmi {UPGRADE}")
+    for host in all_hosts:
+        name, container = left[host.backend.get_hostname()]
+        assert failing.failed(host) == 1, failing.tail()
+        assert re.search(rf"{name}: doctor is not green\..*mcp_containers: MCP server "
+                         rf"containers of instance '{name}' left behind: 1 not running: "
+                         rf"{container} \(Created\)", failing.out, re.DOTALL), failing.tail()
+        assert re.search(rf"versions: the daemon {SERVER}-{name} runs version {__version__} "
+                         rf"\(\w{{12}}\) but {UPGRADE} is 0\.0\.0-upgrade", failing.out), \
+            failing.tail()
 
 
 def test_the_live_drill_switched_carried_every_word_and_rolled_back(

@@ -1,6 +1,6 @@
 """Re-converges after the drill, as a household meets them: the first re-run after a switch
 repairs a settings.json that lost `hooks` and changes nothing else; a config change recreates the
-daemon before doctor judges it, and a run after it changes nothing. Each run is the real
+daemon before doctor judges it, and the same run again changes nothing. Each run is the real
 playbook from the control machine, over every household of the scenario."""
 
 from __future__ import annotations
@@ -101,13 +101,8 @@ def test_a_config_change_recreates_the_daemon_before_doctor_judges(all_hosts: li
     assert changed.out.rfind("TASK [kael_appliance : Run the daemon", 0, judged) >= 0
     assert "RUNNING HANDLER" not in changed.out
 
-    back = run_playbook("install.yml")
-    again = run_playbook("install.yml")
+    # The same change again: nothing was left for a later run to apply (a daemon that kept
+    # its old config would be recreated now).
+    again = run_playbook("install.yml", "-e", json.dumps({"kael_config": CHANGE}))
     for host in all_hosts:
-        assert back.failed(host) == 0, back.tail()
-        assert (back.changed(host) > 0) == bool(recreated[host.backend.get_hostname()]), \
-            back.tail()
         assert (again.failed(host), again.changed(host)) == (0, 0), again.tail()
-        for place in instances(host):
-            assert config_of(host, place["instance"]) == \
-                before[(host.backend.get_hostname(), place["instance"])][0]
