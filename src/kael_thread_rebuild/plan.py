@@ -20,6 +20,7 @@ from .conversation.texts import iter_texts, read_texts
 from .conversation.tokens import estimate_tokens
 from .conversation.turns import Item, TurnList, build_turns
 from .errors import InputError
+from .state_layout import scan_cache_in
 from .transcript.reader import ReadStats
 
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
@@ -155,9 +156,8 @@ def build_plan(config: Config, path: Path, *, parallel: bool | None = None,
 
 
 def scan_cache_dir(config: Config) -> Path | None:
-    """Where scans are cached: in the state dir, when there is one already (a read-only
-    command never makes it)."""
-    return config.layout.scan_cache if config.state_dir.is_dir() else None
+    """Where the config's scans are cached (`state_layout.scan_cache_in`)."""
+    return scan_cache_in(config.state_dir)
 
 
 def _scan(config: Config, path: Path, parallel: bool | None,

@@ -51,6 +51,12 @@ _PATHS = {"operations": OPERATIONS, "backups": BACKUPS, "candidates": CANDIDATES
           "hook_log": HOOK_LOG, "worker_log": WORKER_LOG, "scan_cache": SCAN_CACHE}
 
 
+def scan_cache_in(state_dir: Path) -> Path | None:
+    """Where scans are cached: in STATE_DIR, when there is one already (a read-only command
+    never makes it)."""
+    return state_dir / SCAN_CACHE if state_dir.is_dir() else None
+
+
 @dataclass(frozen=True)
 class StateLayout:
     """The paths of one state dir (ROOT)."""

@@ -227,13 +227,12 @@ def _abandoned(table: RecordTable, speaking: bytes, branch: Sequence[int]) -> in
     Results of parallel tool calls hang off their own tool_use record on the branch by design
     and are not abandoned.
     """
-    included = RowSet(len(table), branch).flags
-    off_branch = _both(speaking, included.translate(_UNSET))
+    included = RowSet(len(table), branch)
+    off_branch = _both(speaking, included.flags.translate(_UNSET))
     flags = table.flags
     count = 0
     for row in compress(range(len(off_branch)), off_branch):
-        if flags[row] & TOOL_RESULT and (parent := table.parent_of(row)) is not None \
-                and parent >= 0 and included[parent]:
+        if flags[row] & TOOL_RESULT and table.parent_of(row) in included:
             continue
         count += 1
     return count

@@ -28,7 +28,7 @@ import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypeGuard
 
 from .. import __version__
 from ..claude_code import record_shapes
@@ -127,6 +127,17 @@ def _samples(fd: int, size: int) -> str:
 
 def _header(device: int, inode: int, read_to: int, samples: str) -> bytes:
     return f"{device} {inode} {read_to} {samples}\n".encode()
+
+
+def caches(cache_dir: Path | None) -> TypeGuard[Path]:
+    """Whether scans go through CACHE_DIR at all: there is one (a state dir), and SHA-256 can
+    be resumed from a saved state."""
+    return cache_dir is not None and sha256_state.available()
+
+
+def will_take_up(path: Path, cache_dir: Path | None) -> bool:
+    """Whether `cached_scan` of PATH will start from CACHE_DIR's entry (`takes_up`)."""
+    return caches(cache_dir) and takes_up(path, cache_dir)
 
 
 def takes_up(path: Path, cache_dir: Path) -> bool:
@@ -288,7 +299,7 @@ def cached_scan(path: Path, speech_tool_patterns: tuple[str, ...] | list[str],
     """`scan`, taken up from CACHE_DIR's entry for PATH when it matches (see the module), and
     the entry renewed. CACHE_DIR None (no state dir), or no resumable SHA-256: a plain scan."""
     patterns = tuple(speech_tool_patterns)
-    if cache_dir is None or not sha256_state.available():
+    if not caches(cache_dir):
         return scan(path, patterns, parallel=parallel, started=started)
     entry = entry_path(cache_dir, path)
     try:

@@ -18,13 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from ..conversation.scan import SecondHalf, start_second_half
-from ..conversation.scan_cache import takes_up
+from ..conversation.scan_cache import will_take_up
 from ..defaults import DEFAULT_SPEECH_TOOLS
 from ..errors import KaelError
 from ..paths import locate_transcript
-from ..state_layout import SCAN_CACHE, peek_config, peeked_state_dir
 from ..state_layout import config_path as named_config
-from ..transcript import sha256_state
+from ..state_layout import peek_config, peeked_state_dir, scan_cache_in
 
 READING_COMMANDS = frozenset({"plan", "dirty", "candidate"})
 CACHED_COMMANDS = frozenset({"plan", "dirty"})  # `candidate` always reads the whole file
@@ -69,8 +68,7 @@ def prestart(words: Sequence[str]) -> SecondHalf | None:
 
 
 def _cached(data: dict[str, Any], path: Path) -> bool:
-    """Whether the scan will be taken up from the cache (the rule of `plan.scan_cache_dir` and
-    `scan_cache.cached_scan`: a state dir that exists, a resumable SHA-256, an entry taken up)."""
+    """Whether the scan will be taken up from the state dir's scan cache (the engine's rules:
+    `state_layout.scan_cache_in`, `scan_cache.will_take_up`)."""
     state_dir = peeked_state_dir(data)
-    return (state_dir.is_absolute() and state_dir.is_dir() and sha256_state.available()
-            and takes_up(path, state_dir / SCAN_CACHE))
+    return state_dir.is_absolute() and will_take_up(path, scan_cache_in(state_dir))
