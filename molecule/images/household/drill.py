@@ -45,6 +45,9 @@ SETTLED = {"activated", "cancelled", "failed", "rolled_back"}
 T = TypeVar("T")
 #: What the human answers with Enter: a tool's permission prompt, and (auto mode cannot reach its
 #: server-side check through the stand-in) the choice to stay in auto mode and approve by hand.
+#: The household's people keep manual mode (`defaultMode: "default"`, and 2.1.328's offer of auto
+#: mode declined: `hasSeenAutoDefaultNudge`): under load, auto mode's check through the stand-in
+#: failed the request tool's call outright instead of asking.
 APPROVALS = ("Do you want to proceed?", "Enter to stay in auto mode")
 
 
