@@ -147,3 +147,18 @@ def test_turn_slices_share_the_arrays_and_keep_every_turn() -> None:
     assert tail.ends is turns.ends and [(t.start, t.end) for t in tail] == [(2, 5), (5, 6)]
     assert (tail[-1].start, turns[:-1][-1].end, len(turns[-2:])) == (5, 5, 2)
     assert len(turns[5:]) == 0 and turns[-1].is_open
+
+
+def test_the_rows_of_a_message_are_a_chain_of_distances_kept_only_once_one_has_more() -> None:
+    table = RecordTable()
+    for n, message in enumerate(["m1", None, "m2", "m1", None, "m1"]):
+        table.add(f"r{n}", Kind.assistant, 0, None, None, n + 1, message)
+    first, second = table.messages[0], table.messages[2]
+    assert table.message_members(first) == [0, 3, 5] and table.message_has_more(first)
+    assert table.message_members(second) == [2] and not table.message_has_more(second)
+    single = RecordTable()
+    for n in range(3):
+        single.add(f"s{n}", Kind.assistant, 0, None, None, n + 1, f"other{n}")
+    assert single.message_previous is None
+    single.absorb(table, 3)
+    assert single.message_members(single.messages[3]) == [3, 6, 8]

@@ -192,41 +192,42 @@ class _Walk:
 def _with_parallel_siblings(table: RecordTable, path: array[int],
                             on_path: RowSet) -> Sequence[int]:
     """Add off-path records of on-path API messages; each message's records in file order."""
-    groups, recovered = _message_groups(table, path, on_path)
-    if not recovered:
+    if not _any_off_path(table, path, on_path):
         return path
     messages, kinds = table.messages, table.kinds
     ordered = array("i")
-    placed: set[int] = set()
+    placed = bytearray(len(table.message_last))  # a byte per message, not a set of codes
     for row in path:
         code = messages[row]
-        if code < 0 or kinds[row] != ASSISTANT or code not in groups:
+        if code < 0 or kinds[row] != ASSISTANT or not table.message_has_more(code):
             ordered.append(row)
-        elif code not in placed:
-            placed.add(code)
-            ordered.extend(groups[code])
+        elif not placed[code]:
+            placed[code] = 1
+            ordered.extend(_grouped(table, code))
     return ordered
 
 
-def _message_groups(table: RecordTable, path: array[int],
-                    on_path: RowSet) -> tuple[dict[int, list[int]], bool]:
-    """The assistant records of each on-path API message of several records (by message code),
-    and whether any of them is off the path."""
-    messages, kinds, flags, superseded = table.messages, table.kinds, table.flags, table.superseded
-    groups: dict[int, list[int]] = {}
-    recovered = False
+def _grouped(table: RecordTable, code: int) -> list[int]:
+    """The assistant records of API message CODE on the main chain, in file order."""
+    kinds, flags, superseded = table.kinds, table.flags, table.superseded
+    return [r for r in table.message_members(code) if kinds[r] == ASSISTANT
+            and not flags[r] & SIDECHAIN and r not in superseded]
+
+
+def _any_off_path(table: RecordTable, path: array[int], on_path: RowSet) -> bool:
+    """Whether an on-path API message of several records has one of them off the path (its
+    groups are made again when they are placed, never all kept at once)."""
+    messages, kinds = table.messages, table.kinds
+    seen = bytearray(len(table.message_last))
     for row in path:
         code = messages[row]
-        if code < 0 or kinds[row] != ASSISTANT or code in groups:
+        if code < 0 or kinds[row] != ASSISTANT or seen[code]:
             continue
-        members = table.message_members(code)
-        if len(members) == 1:
-            continue  # the message is this row alone: nothing to recover, nothing to keep
-        rows = [r for r in members if kinds[r] == ASSISTANT
-                and not flags[r] & SIDECHAIN and r not in superseded]
-        groups[code] = rows
-        recovered = recovered or any(r not in on_path for r in rows)
-    return groups, recovered
+        seen[code] = 1
+        if table.message_has_more(code) and \
+                any(r not in on_path for r in _grouped(table, code)):
+            return True
+    return False
 
 
 def _abandoned(table: RecordTable, speaking: bytes, branch: Sequence[int]) -> int:

@@ -105,11 +105,13 @@ class RecordTable:
     lines: IdentityArray = field(default_factory=lambda: IdentityArray(1))
     messages: array[int] = field(default_factory=lambda: array("i"))
     message_ids: Interner = field(default_factory=lambda: Interner(MESSAGE_KEY_BYTES))
-    # The rows of each API message, in file order: parallel tool calls leave some of them off
-    # the walked path, and they are found here without a full scan. Most messages have one
-    # row (its number is in `message_first`); only those with more get a list.
-    message_first: array[int] = field(default_factory=lambda: array("i"))
-    message_more: dict[int, list[int]] = field(default_factory=dict)
+    # The rows of each API message: parallel tool calls leave some of them off the walked
+    # path, and they are found here without a full scan. Its last row, and each row's distance
+    # back to the one before it in the same message (0: the first; rows past the end of
+    # `message_previous`, or all of them while it is None, are firsts): a chain, not a list per
+    # message (a 4 GiB session has a hundred thousand messages of several records).
+    message_last: array[int] = field(default_factory=lambda: array("i"))
+    message_previous: array[int] | None = None
     pending_parents: dict[int, str] = field(default_factory=dict)
     logical_parents: dict[int, str] = field(default_factory=dict)
     superseded: dict[int, int] = field(default_factory=dict)
@@ -164,14 +166,25 @@ class RecordTable:
         self.code_rows[code] = row
 
     def _note_message(self, code: int, row: int) -> None:
-        if code == len(self.message_first):
-            self.message_first.append(row)
+        last = self.message_last
+        if code == len(last):
+            last.append(row)
             return
-        more = self.message_more.get(code)
-        if more is None:
-            self.message_more[code] = [self.message_first[code], row]
-        else:
-            more.append(row)
+        previous = self.message_previous
+        if previous is None:
+            previous = array("b")
+        if len(previous) < row:  # the rows in between are firsts
+            previous.frombytes(bytes((row - len(previous)) * previous.itemsize))
+        self.message_previous = append_signed(previous, row - last[code])
+        last[code] = row
+
+    def _previous_in_message(self, row: int) -> int:
+        previous = self.message_previous
+        return 0 if previous is None or row >= len(previous) else previous[row]
+
+    def message_has_more(self, code: int) -> bool:
+        """Whether API message CODE has more than one row."""
+        return self._previous_in_message(self.message_last[code]) != 0
 
     def __len__(self) -> int:
         return len(self.kinds)
@@ -198,7 +211,13 @@ class RecordTable:
 
     def message_members(self, code: int) -> list[int]:
         """The rows of API message CODE, in file order."""
-        return self.message_more.get(code) or [self.message_first[code]]
+        row = self.message_last[code]
+        rows = [row]
+        while distance := self._previous_in_message(row):
+            row -= distance
+            rows.append(row)
+        rows.reverse()
+        return rows
 
     def current(self, row: int) -> int:
         """The row that now holds ROW's uuid (a later record with the same uuid wins)."""
