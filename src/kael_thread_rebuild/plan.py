@@ -97,6 +97,7 @@ def build_plan(config: Config, path: Path, *, parallel: bool | None = None,
     """
     scanned = _scan(config, path, parallel, started, scan_cache_dir(config) if cached else None)
     classifier, stats = scanned.read, scanned.stats
+    classifier.table.release_lookups()  # every record is in (and the scan cache written)
     branch = active_branch(classifier.table)
     snapshot = find_snapshot(branch.rows, classifier) if config.freeze_startup_snapshot else None
     built = build_turns(branch.rows, classifier.table, classifier.speech)

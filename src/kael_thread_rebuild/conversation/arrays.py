@@ -2,8 +2,9 @@
 
 A session of a million messages keeps a handful of numbers per message; at eight bytes each
 that alone is tens of MiB. Counts start at two bytes and widen to eight the first time one does
-not fit (`append_wide`, `extend_wide`); a mapping that sends every index to itself until a
-duplicate comes along costs nothing until then (`IdentityArray`).
+not fit (`append_wide`, `extend_wide`); signed values start at one byte and widen a step at a
+time (`append_signed`, `extend_signed`); a mapping that sends every index to itself (plus a
+base) until a duplicate comes along costs nothing until then (`IdentityArray`).
 """
 
 from __future__ import annotations
@@ -48,12 +49,38 @@ def extend_wide(values: array[int], more: Iterable[int]) -> array[int]:
     return values
 
 
+SIGNED_STEPS = {"b": "h", "h": "i", "i": "q"}
+
+
+def append_signed(values: array[int], value: int) -> array[int]:
+    """VALUES with VALUE appended: the same array, or the next wider copy (b, h, i, q) until
+    VALUE fits."""
+    while True:
+        try:
+            values.append(value)
+            return values
+        except OverflowError:
+            values = array(SIGNED_STEPS[values.typecode], values)
+
+
+def extend_signed(values: array[int], more: array[int]) -> array[int]:
+    """VALUES extended by MORE (see `append_signed`)."""
+    while values.itemsize < more.itemsize:
+        values = array(SIGNED_STEPS[values.typecode], values)
+    if values.typecode != more.typecode:
+        more = array(values.typecode, more)  # narrower: every value fits
+    values.extend(more)
+    return values
+
+
 class IdentityArray:
-    """Non-negative ints, value i at index i until one differs: then a real array."""
+    """Non-negative ints, value base + i at index i until one differs: then a real array
+    (64-bit once a value passes 2**31)."""
 
-    __slots__ = ("size", "values")
+    __slots__ = ("base", "size", "values")
 
-    def __init__(self) -> None:
+    def __init__(self, base: int = 0) -> None:
+        self.base = base
         self.size = 0
         self.values: array[int] | None = None
 
@@ -62,29 +89,52 @@ class IdentityArray:
 
     def _real(self) -> array[int]:
         if self.values is None:
-            self.values = array("i", range(self.size))
+            self.values = array(WIDE if self.base + self.size > 2**31 else "i",
+                                range(self.base, self.base + self.size))
         return self.values
 
     def append(self, value: int) -> None:
-        if self.values is None and value == self.size:
-            self.size += 1
+        values = self.values
+        if values is None:
+            if value == self.base + self.size:
+                self.size += 1
+                return
+            values = self._real()
+        try:
+            values.append(value)
+        except OverflowError:
+            self.values = append_wide(values, value)
+
+    def extend_shifted(self, more: IdentityArray, shift: int) -> None:
+        """Append every value of MORE plus SHIFT (still the identity when both were and MORE
+        goes on where this one ends)."""
+        if self.values is None and more.values is None and \
+                more.base + shift == self.base + self.size:
+            self.size += more.size
+            return
+        shifted: Iterable[int]
+        if more.values is None:
+            shifted = range(more.base + shift, more.base + shift + more.size)
         else:
-            self._real().append(value)
+            shifted = (value + shift for value in more.values)
+        self.values = extend_wide(self._real(), shifted)
 
     def __getitem__(self, index: int) -> int:
         if self.values is not None:
             return self.values[index]
         if not 0 <= index < self.size:
             raise IndexError("IdentityArray index out of range")
-        return index
+        return self.base + index
 
     def __setitem__(self, index: int, value: int) -> None:
-        if self.values is None and index == value and 0 <= index < self.size:
+        if self.values is None and self.base + index == value and 0 <= index < self.size:
             return
         self._real()[index] = value
 
     def __iter__(self) -> Iterator[int]:
-        return iter(range(self.size) if self.values is None else self.values)
+        if self.values is None:
+            return iter(range(self.base, self.base + self.size))
+        return iter(self.values)
 
     def is_identity(self) -> bool:
         return self.values is None

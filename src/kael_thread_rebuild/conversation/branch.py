@@ -104,29 +104,30 @@ def _main_mask(table: RecordTable) -> bytearray:
     return mask
 
 
-def _last_conversation(table: RecordTable, speaking: array[int]) -> tuple[int | None, bool]:
-    """The last user/assistant row of SPEAKING (those of the main chain), and whether there
-    are several and none has a parent."""
-    parents = table.parents
-    if not speaking:
+def _last_conversation(table: RecordTable, speaking: bytes) -> tuple[int | None, bool]:
+    """The last user/assistant row of SPEAKING (the mask of those of the main chain), and
+    whether there are several and none has a parent (their rows are never listed: a million
+    of them would cost 4 MiB)."""
+    leaf = speaking.rfind(1)
+    if leaf < 0:
         return None, False
-    unlinked = all(parents[row] == NO_PARENT for row in speaking)
-    return speaking[-1], len(speaking) > 1 and unlinked
+    if speaking.count(1) == 1:
+        return leaf, False
+    return leaf, all(table.is_root(row) for row in compress(range(len(speaking)), speaking))
 
 
 def active_branch(table: RecordTable) -> Branch:
     in_main = _main_mask(table)
-    main = _rows(in_main)
     speaking_mask = _both(in_main, table.kinds.translate(_SPEAKS))
-    leaf, unlinked = _last_conversation(table, _rows(speaking_mask))
+    leaf, unlinked = _last_conversation(table, speaking_mask)
     if leaf is None:
         return Branch([], 0, False, 0, None)
     if unlinked:
-        return Branch(main, 0, True, 0, None)
-    walk = _Walk(table, main)
+        return Branch(_rows(in_main), 0, True, 0, None)
+    walk = _Walk(table, in_main)
     walk.run(leaf)
     walk.path.reverse()
-    rows = _with_parallel_siblings(table, walk.path, main, walk.visited)
+    rows = _with_parallel_siblings(table, walk.path, walk.visited)
     return Branch(rows, _abandoned(table, speaking_mask, rows), False, walk.bridged,
                   walk.cycle_at)
 
@@ -135,13 +136,21 @@ class _Walk:
     """The walk from the leaf back to the root: the path (leaf first), the rows visited, the
     gaps bridged by time and the line where the chain loops, if it does."""
 
-    def __init__(self, table: RecordTable, main: array[int]) -> None:
-        self.table, self.main = table, main
+    def __init__(self, table: RecordTable, in_main: bytearray) -> None:
+        self.table, self.in_main = table, in_main
+        self._main: array[int] | None = None
         self.bridge: _Bridge | None = None
         self.visited = RowSet(len(table))
         self.path = array("i")
         self.bridged = 0
         self.cycle_at: int | None = None
+
+    @property
+    def main(self) -> array[int]:
+        """The rows of the main chain, listed only when a boundary or a gap needs them."""
+        if self._main is None:
+            self._main = _rows(self.in_main)
+        return self._main
 
     def run(self, leaf: int) -> None:
         table, visited, path = self.table, self.visited, self.path
@@ -180,44 +189,45 @@ class _Walk:
         return parent
 
 
-def _with_parallel_siblings(table: RecordTable, path: array[int], main: array[int],
+def _with_parallel_siblings(table: RecordTable, path: array[int],
                             on_path: RowSet) -> Sequence[int]:
     """Add off-path records of on-path API messages; each message's records in file order."""
-    groups, recovered = _message_groups(table, path, on_path)
-    if not recovered:
+    if not _any_off_path(table, path, on_path):
         return path
     messages, kinds = table.messages, table.kinds
     ordered = array("i")
-    placed: set[int] = set()
+    placed = bytearray(len(table.message_last))  # a byte per message, not a set of codes
     for row in path:
         code = messages[row]
-        if code < 0 or kinds[row] != ASSISTANT or code not in groups:
+        if code < 0 or kinds[row] != ASSISTANT or not table.message_has_more(code):
             ordered.append(row)
-        elif code not in placed:
-            placed.add(code)
-            ordered.extend(groups[code])
+        elif not placed[code]:
+            placed[code] = 1
+            ordered.extend(_grouped(table, code))
     return ordered
 
 
-def _message_groups(table: RecordTable, path: array[int],
-                    on_path: RowSet) -> tuple[dict[int, list[int]], bool]:
-    """The assistant records of each on-path API message of several records (by message code),
-    and whether any of them is off the path."""
-    messages, kinds, flags, superseded = table.messages, table.kinds, table.flags, table.superseded
-    groups: dict[int, list[int]] = {}
-    recovered = False
+def _grouped(table: RecordTable, code: int) -> list[int]:
+    """The assistant records of API message CODE on the main chain, in file order."""
+    kinds, flags, superseded = table.kinds, table.flags, table.superseded
+    return [r for r in table.message_members(code) if kinds[r] == ASSISTANT
+            and not flags[r] & SIDECHAIN and r not in superseded]
+
+
+def _any_off_path(table: RecordTable, path: array[int], on_path: RowSet) -> bool:
+    """Whether an on-path API message of several records has one of them off the path (its
+    groups are made again when they are placed, never all kept at once)."""
+    messages, kinds = table.messages, table.kinds
+    seen = bytearray(len(table.message_last))
     for row in path:
         code = messages[row]
-        if code < 0 or kinds[row] != ASSISTANT or code in groups:
+        if code < 0 or kinds[row] != ASSISTANT or seen[code]:
             continue
-        members = table.message_members(code)
-        if len(members) == 1:
-            continue  # the message is this row alone: nothing to recover, nothing to keep
-        rows = [r for r in members if kinds[r] == ASSISTANT
-                and not flags[r] & SIDECHAIN and r not in superseded]
-        groups[code] = rows
-        recovered = recovered or any(r not in on_path for r in rows)
-    return groups, recovered
+        seen[code] = 1
+        if table.message_has_more(code) and \
+                any(r not in on_path for r in _grouped(table, code)):
+            return True
+    return False
 
 
 def _abandoned(table: RecordTable, speaking: bytes, branch: Sequence[int]) -> int:

@@ -48,10 +48,14 @@ class Interner:
 
     def find(self, key: bytes) -> int:
         """KEY's code, or EMPTY when it was never added."""
+        if not self.slots:
+            self._restore()
         return self.slots[self._probe(key)]
 
     def add(self, key: bytes) -> int:
         """KEY's code, numbering it when it is new."""
+        if not self.slots:
+            self._restore()
         slot = self._probe(key)
         slots = self.slots
         code = slots[slot]
@@ -88,10 +92,23 @@ class Interner:
         return slot
 
     def _grow(self) -> None:
-        size = 2 * len(self.slots)
+        self._resize(2 * len(self.slots))
+
+    def _resize(self, size: int) -> None:
         self.slots = array("i", [EMPTY]) * size
         self.mask = size - 1
         self._rebuild()
+
+    def release(self) -> None:
+        """Let go of the hash table (the keys stay); the next `find` or `add` builds it again."""
+        self.slots = array("i")
+        self.mask = -1
+
+    def _restore(self) -> None:
+        size = _MIN_SLOTS
+        while 2 * self.count > size:
+            size *= 2
+        self._resize(size)
 
     def __getstate__(self) -> tuple[bytearray, array[int] | None, int, int, array[int]]:
         return self.blob, self.ends, self.width, self.count, self.slots

@@ -38,7 +38,7 @@ from ..claude_code.record_shapes import (
 from ..transcript import reader
 from ..transcript.reader import text_bytes
 from ..transcript.skeleton import BigText, json_size
-from .arrays import IdentityArray, append_wide, extend_wide, narrow
+from .arrays import NARROW, IdentityArray, append_wide, extend_wide, narrow
 from .injected import (
     is_channel_message,
     is_interrupted_marker,
@@ -124,8 +124,9 @@ class SpeechStore:
     where its items start (most records say one thing: item i is record i's until one says
     more). Per item: role and origin (one byte), the first DIGEST_BYTES of the SHA-256 of its
     words (enough to tell that the file changed; the full digest is taken again from the words
-    read back), UTF-8 bytes, characters and CJK characters. Sizes and counts take two bytes
-    each until one needs more; offsets four until one passes 4 GiB.
+    read back), UTF-8 bytes, characters and CJK characters (characters are free while every
+    item is ASCII, CJK characters while none has one). Sizes and counts take two bytes each
+    until one needs more; offsets four until one passes 4 GiB.
     """
 
     rows: IdentityArray = field(default_factory=IdentityArray)
@@ -139,8 +140,10 @@ class SpeechStore:
     kinds: bytearray = field(default_factory=bytearray)
     digests: bytearray = field(default_factory=bytearray)
     utf8_bytes: array[int] = field(default_factory=narrow)
-    chars: array[int] = field(default_factory=narrow)
-    cjk: array[int] = field(default_factory=narrow)
+    # None while each item's characters are its UTF-8 bytes (`char_count`).
+    chars: array[int] | None = None
+    # None while no item has a CJK character (`cjk_count`).
+    cjk: array[int] | None = None
 
     def add(self, row: int, timestamp: str | None, epoch_ms: float, offset: int, length: int,
             speech: tuple[Speech, ...]) -> None:
@@ -158,11 +161,32 @@ class SpeechStore:
             self.other_times[owner] = timestamp
         for said in speech:
             data = text_bytes(said.text)
+            size, chars, cjk = len(data), len(said.text), count_cjk(said.text)
+            if self.chars is not None or chars != size:
+                self.chars = append_wide(self._real_chars(), chars)
+            if self.cjk is not None or cjk:
+                self.cjk = append_wide(self._real_cjk(), cjk)
             self.kinds.append(_ROLE_INDEX[said.role] << 4 | _ORIGIN_INDEX[said.origin])
             self.digests += hashlib.sha256(data).digest()[:DIGEST_BYTES]
-            self.utf8_bytes = append_wide(self.utf8_bytes, len(data))
-            self.chars = append_wide(self.chars, len(said.text))
-            self.cjk = append_wide(self.cjk, count_cjk(said.text))
+            self.utf8_bytes = append_wide(self.utf8_bytes, size)
+
+    def _real_chars(self) -> array[int]:
+        """The characters of every item so far, as an array (made when the first is not
+        ASCII)."""
+        if self.chars is None:
+            return array(self.utf8_bytes.typecode, self.utf8_bytes)
+        return self.chars
+
+    def _real_cjk(self) -> array[int]:
+        if self.cjk is None:
+            return array(NARROW, bytes(len(self.utf8_bytes) * array(NARROW).itemsize))
+        return self.cjk
+
+    def char_count(self, item: int) -> int:
+        return self.utf8_bytes[item] if self.chars is None else self.chars[item]
+
+    def cjk_count(self, item: int) -> int:
+        return 0 if self.cjk is None else self.cjk[item]
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -205,20 +229,20 @@ class SpeechStore:
     def absorb(self, later: SpeechStore, row_offset: int) -> None:
         """Append the store of the byte range read right after this one."""
         owner_offset, item_offset = len(self.rows), len(self.kinds)
-        for row in later.rows:
-            self.rows.append(row + row_offset)
+        self.rows.extend_shifted(later.rows, row_offset)
         self.offsets = extend_wide(self.offsets, later.offsets)
         self.lengths = extend_wide(self.lengths, later.lengths)
-        for first in later.first_items:
-            self.first_items.append(first + item_offset)
+        self.first_items.extend_shifted(later.first_items, item_offset)
         self.timed += later.timed
         self.other_times.update((owner + owner_offset, timestamp)
                                 for owner, timestamp in later.other_times.items())
         self.kinds += later.kinds
         self.digests += later.digests
+        if self.chars is not None or later.chars is not None:
+            self.chars = extend_wide(self._real_chars(), later._real_chars())
+        if self.cjk is not None or later.cjk is not None:
+            self.cjk = extend_wide(self._real_cjk(), later._real_cjk())
         self.utf8_bytes = extend_wide(self.utf8_bytes, later.utf8_bytes)
-        self.chars = extend_wide(self.chars, later.chars)
-        self.cjk = extend_wide(self.cjk, later.cjk)
 
 
 @dataclass(slots=True, frozen=True)

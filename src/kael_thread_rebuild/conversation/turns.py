@@ -55,7 +55,7 @@ class BranchItems:
         return Item(store.role(index), store.origin(index), self.table.uuid_of(row),
                     self.table.lines[row], store.timestamp(owner, self.table.times[row]),
                     store.digest(index),
-                    store.utf8_bytes[index], store.chars[index], store.cjk[index],
+                    store.utf8_bytes[index], store.char_count(index), store.cjk_count(index),
                     store.offsets[owner], store.lengths[owner], index - store.first_items[owner])
 
     def summary(self) -> tuple[dict[str, int], int, tuple[int, int]]:
@@ -67,7 +67,7 @@ class BranchItems:
         for index in self.order:
             by_origin[store.origin(index)] += 1
             total += store.utf8_bytes[index]
-            chars = store.chars[index]
+            chars = store.char_count(index)
             if chars >= longest[0]:
                 line = lines[store.rows[store.owner_of(index)]]
                 longest = max(longest, (chars, line))
@@ -109,21 +109,24 @@ class Turn:
         store, order = self.source.store, self.source.order
         for position in range(self.start, self.end):
             index = order[position]
-            yield store.chars[index], store.cjk[index]
+            yield store.char_count(index), store.cjk_count(index)
 
 
 class TurnList(Sequence[Turn]):
-    """Turns as three flat arrays of item positions; a `Turn` is made when one is asked for."""
+    """Turns LOW to HIGH of two flat arrays of item positions (each turn starts where the one
+    before ends, the first at 0); a `Turn` is made when one is asked for, and a slice shares
+    the arrays."""
 
-    __slots__ = ("ends", "middles", "source", "starts")
+    __slots__ = ("ends", "high", "low", "middles", "source")
 
-    def __init__(self, source: BranchItems, starts: array[int], middles: array[int],
-                 ends: array[int]) -> None:
+    def __init__(self, source: BranchItems, middles: array[int], ends: array[int],
+                 low: int = 0, high: int | None = None) -> None:
         self.source = source
-        self.starts, self.middles, self.ends = starts, middles, ends
+        self.middles, self.ends = middles, ends
+        self.low, self.high = low, len(ends) if high is None else high
 
     def __len__(self) -> int:
-        return len(self.starts)
+        return self.high - self.low
 
     @overload
     def __getitem__(self, index: int) -> Turn: ...
@@ -132,15 +135,26 @@ class TurnList(Sequence[Turn]):
     def __getitem__(self, index: slice) -> TurnList: ...
 
     def __getitem__(self, index: int | slice) -> Turn | TurnList:
+        size = len(self)
         if isinstance(index, slice):
-            return TurnList(self.source, self.starts[index], self.middles[index],
-                            self.ends[index])
-        return Turn(self.source, self.starts[index], self.middles[index], self.ends[index])
+            start, stop, step = index.indices(size)
+            if step != 1:
+                raise ValueError("a TurnList slice takes consecutive turns")
+            return TurnList(self.source, self.middles, self.ends, self.low + start,
+                            self.low + max(start, stop))
+        if index < 0:
+            index += size
+        if not 0 <= index < size:
+            raise IndexError("TurnList index out of range")
+        return self._turn(self.low + index)
+
+    def _turn(self, at: int) -> Turn:
+        start = self.ends[at - 1] if at else 0
+        return Turn(self.source, start, self.middles[at], self.ends[at])
 
     def __iter__(self) -> Iterator[Turn]:
-        source = self.source
-        for start, middle, end in zip(self.starts, self.middles, self.ends, strict=True):
-            yield Turn(source, start, middle, end)
+        for at in range(self.low, self.high):
+            yield self._turn(at)
 
     def items(self) -> Iterator[Item]:
         """Every item of every turn, in order."""
@@ -157,7 +171,7 @@ class Turns:
 
 def build_turns(rows: Sequence[int], table: RecordTable, store: SpeechStore) -> Turns:
     order = IdentityArray()
-    starts, middles, ends = array("i"), array("i"), array("i")
+    middles, ends = array("i"), array("i")
     leading = 0
     kinds = store.kinds
     for row in rows:
@@ -166,16 +180,15 @@ def build_turns(rows: Sequence[int], table: RecordTable, store: SpeechStore) -> 
             continue
         for item in store.item_range(index):
             if kinds[item] >> 4 == USER_ROLE:
-                if not starts or middles[-1] != ends[-1]:
-                    starts.append(len(order))
+                if not ends or middles[-1] != ends[-1]:
                     middles.append(len(order))
                     ends.append(len(order))
                 order.append(item)
                 middles[-1] += 1
                 ends[-1] += 1
-            elif starts:
+            elif ends:
                 order.append(item)
                 ends[-1] += 1
             else:
                 leading += 1
-    return Turns(TurnList(BranchItems(table, store, order), starts, middles, ends), leading)
+    return Turns(TurnList(BranchItems(table, store, order), middles, ends), leading)
