@@ -101,8 +101,15 @@ def test_a_config_change_recreates_the_daemon_before_doctor_judges(all_hosts: li
     assert changed.out.rfind("TASK [kael_appliance : Run the daemon", 0, judged) >= 0
     assert "RUNNING HANDLER" not in changed.out
 
-    # The same change again: nothing was left for a later run to apply (a daemon that kept
-    # its old config would be recreated now).
+
+
+def test_the_same_change_again_changes_nothing(all_hosts: list[Any]) -> None:
+    """After the change above, the same run again: nothing was left for a later run to apply
+    (a daemon that kept its old config would be recreated now)."""
     again = run_playbook("install.yml", "-e", json.dumps({"kael_config": CHANGE}))
     for host in all_hosts:
         assert (again.failed(host), again.changed(host)) == (0, 0), again.tail()
+        for place in instances(host):
+            wanted = effective_config(host, place["instance"], CHANGE)
+            config = config_of(host, place["instance"])
+            assert {key: config[key] for key in wanted} == wanted, (place["instance"], config)
