@@ -161,7 +161,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--line-mb", type=int, default=500)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--cache-dir", type=Path, help="generate into DIR and reuse files there")
-    parser.add_argument("--max-mib", type=float, default=200.0)
+    parser.add_argument("--max-mib", type=float, default=100.0,
+                        help="limit on the chat (issue 11: below 100 MiB; spec §3 said 200)")
     parser.add_argument("--line-extra-mib", type=float, default=100.0)
     parser.add_argument("--sizes", default="", help="realistic sessions: sizes in MiB, comma-"
                         "separated (e.g. 200,1024,4096); each is deleted after its run unless "

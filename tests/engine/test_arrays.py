@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import pickle
 from array import array
 
@@ -9,13 +10,14 @@ import pytest
 
 from kael_thread_rebuild.conversation.arrays import (
     IdentityArray,
+    TimeArray,
     append_wide,
     extend_wide,
     narrow,
 )
 from kael_thread_rebuild.conversation.interner import EMPTY, Interner
 from kael_thread_rebuild.conversation.records import Origin, Role, Speech, SpeechStore
-from kael_thread_rebuild.conversation.table import Kind, RecordTable
+from kael_thread_rebuild.conversation.table import NO_PARENT, Kind, RecordTable
 from kael_thread_rebuild.conversation.turns import build_turns
 
 
@@ -82,12 +84,14 @@ def test_parents_are_kept_as_distances_a_byte_each_until_one_is_far() -> None:
     table.add(uuids[0], Kind.user, 0, None, None, 1)
     for n in range(1, 299):
         table.add(uuids[n], Kind.assistant, 0, uuids[n - 1], None, n + 1)
-    assert table.parents.typecode == "b" and table.parent_of(298) == 297
+    assert table.parents is None and table.parent_of(298) == 297  # a chain: nothing kept
+    table.add(uuids[298], Kind.assistant, 0, uuids[0], None, 299)  # again, 298 rows back
+    assert table.parents is not None and table.parents.typecode == "h"
     table.add(uuids[299], Kind.user, 0, uuids[0], None, 300)  # 299 rows back
     table.add("not-a-uuid", Kind.user, 0, "written-later", None, 301)
-    assert table.parents.typecode == "h"
-    assert table.parent_of(299) == 0 and table.is_root(0) and not table.is_root(299)
-    assert table.parent_of(300) is None and table.parent_of(1) == 0
+    assert table.parents.typecode == "h" and table.parents[1] == 1
+    assert table.parent_of(300) == 0 and table.is_root(0) and not table.is_root(300)
+    assert table.parent_of(301) is None and table.parent_of(1) == 0
 
 
 def test_lines_cost_nothing_while_every_line_is_a_record() -> None:
@@ -153,12 +157,112 @@ def test_the_rows_of_a_message_are_a_chain_of_distances_kept_only_once_one_has_m
     table = RecordTable()
     for n, message in enumerate(["m1", None, "m2", "m1", None, "m1"]):
         table.add(f"r{n}", Kind.assistant, 0, None, None, n + 1, message)
-    first, second = table.messages[0], table.messages[2]
-    assert table.message_members(first) == [0, 3, 5] and table.message_has_more(first)
-    assert table.message_members(second) == [2] and not table.message_has_more(second)
+    assert [table.message_rows(row) for row in (0, 3, 5)] == [[0, 3, 5]] * 3
+    assert table.message_first(5) == 0 and table.shares_message(3)
+    assert table.message_rows(2) == [2] and not table.shares_message(2)
+    assert table.message_rows(1) == [1] and not table.shares_message(1)  # no message at all
     single = RecordTable()
     for n in range(3):
         single.add(f"s{n}", Kind.assistant, 0, None, None, n + 1, f"other{n}")
-    assert single.message_previous is None
+    assert single.message_previous is None and single.message_next is None
     single.absorb(table, 3)
-    assert single.message_members(single.messages[3]) == [3, 6, 8]
+    assert single.message_rows(8) == [3, 6, 8] and not single.shares_message(5)
+    more = RecordTable()  # a message that goes on in the part read after
+    more.add("t0", Kind.assistant, 0, None, None, 1, "m2")
+    more.add("t1", Kind.assistant, 0, None, None, 2, "m1")
+    more.add("t2", Kind.assistant, 0, None, None, 3, "m2")
+    single.absorb(more, 9)
+    assert single.message_rows(3) == [3, 6, 8, 10] and single.message_rows(5) == [5, 9, 11]
+    assert [single.shares_message(row) for row in range(3)] == [False] * 3
+
+
+def test_far_rows_of_one_message_widen_the_chain() -> None:
+    table = RecordTable()
+    table.add("a", Kind.assistant, 0, None, None, 1, "m")
+    for n in range(300):
+        table.add(f"x{n}", Kind.user, 0, None, None, n + 2)
+    table.add("b", Kind.assistant, 0, None, None, 302, "m")
+    assert table.message_rows(0) == [0, 301] and table.message_first(301) == 0
+
+
+def test_times_take_four_bytes_and_come_back_exactly() -> None:
+    day = 86_400_000.0
+    values = [1.7e12 + n * 61_000.0 for n in range(600)]
+    values[3] = float("nan")  # no timestamp
+    values[300] = values[299] + 40 * day  # a month away: more than an offset holds
+    values[301] = 1.7e12 + 0.25  # not a whole millisecond
+    times = TimeArray()
+    for value in values:
+        times.append(value)
+    same = [t == v or (math.isnan(t) and math.isnan(v)) for t, v in zip(times, values, strict=True)]
+    assert all(same) and len(times) == 600 and times.exact is None
+    assert times.offsets.itemsize == 4 and len(times.others) == 3
+    assert math.isnan(times[3]) and times[-1] == values[-1] and times[301] == values[301]
+    with pytest.raises(IndexError):
+        times[600]
+    later = pickle.loads(pickle.dumps(times))
+    later.extend(times)
+    assert len(later) == 1200 and later[899] == values[299] and later[601] == values[1]
+
+
+def test_times_of_many_odd_values_are_kept_as_floats() -> None:
+    times = TimeArray()
+    odd = [1.7e12 + n + 0.5 for n in range(TimeArray.MAX_OTHERS + 10)]
+    for value in odd:
+        times.append(value)
+    assert times.exact is not None and list(times) == odd
+
+
+def test_an_interner_table_stays_at_most_two_thirds_full() -> None:
+    interner = Interner(4)
+    codes = [interner.add(n.to_bytes(4, "big")) for n in range(100_000)]
+    assert codes == list(range(100_000))
+    assert 3 * len(interner) <= 2 * len(interner.slots) < 4.5 * len(interner)
+    assert interner.find((99_999).to_bytes(4, "big")) == 99_999
+    assert interner.find(b"nope") == EMPTY
+    interner.release()
+    assert interner.find((5).to_bytes(4, "big")) == 5 and len(interner.slots) > 0
+
+
+def test_speech_lines_that_follow_each_other_keep_no_sizes() -> None:
+    def said(word: str) -> tuple[Speech, ...]:
+        return (Speech(Role.user, word, Origin.terminal),)
+
+    store = SpeechStore()
+    for n, (offset, length) in enumerate([(0, 10), (10, 7), (17, 30)]):
+        store.add(n, None, float("nan"), offset, length, said(f"w{n}"))
+    assert store.lengths is None and [store.length_of(i) for i in range(3)] == [10, 7, 30]
+    later = SpeechStore()
+    later.add(0, None, float("nan"), 47, 5, said("x"))
+    later.add(1, None, float("nan"), 52, 9, said("y"))
+    store.absorb(later, 3)
+    assert store.lengths is None and [store.length_of(i) for i in range(5)] == [10, 7, 30, 5, 9]
+    store.add(5, None, float("nan"), 100, 4, said("z"))  # a runtime line in between
+    assert store.lengths is not None
+    assert [store.length_of(i) for i in range(6)] == [10, 7, 30, 5, 9, 4]
+    apart = SpeechStore()
+    apart.add(0, None, float("nan"), 0, 3, said("a"))
+    gapped = SpeechStore()
+    gapped.add(0, None, float("nan"), 9, 2, said("b"))
+    apart.absorb(gapped, 1)
+    assert [apart.length_of(i) for i in range(2)] == [3, 2] and list(apart.offsets) == [0, 9]
+
+
+def test_a_chat_keeps_no_parents_and_no_times_of_its_speech() -> None:
+    table, store = RecordTable(), SpeechStore()
+    for row in range(4):
+        stamp = f"2026-11-01T08:0{row}:00.000Z"
+        table.add(f"c{row}", Kind.user, 0, f"c{row - 1}" if row else None, stamp, row + 1)
+        store.add(row, stamp, table.times[row], row * 10, 10,
+                  (Speech(Role.user, f"w{row}", Origin.terminal),))
+    assert table.parents is None and store.timed is None
+    assert [table.parent_row(row) for row in range(4)] == [NO_PARENT, 0, 1, 2]
+    assert table.is_root(0) and not table.is_root(3)
+    assert store.timestamp(2, table.times[2]) == "2026-11-01T08:02:00.000Z"
+    table.add("c4", Kind.user, 0, "c1", "2026-11-01 08:04:00+00:00", 5)  # a fork, another way
+    store.add(4, "2026-11-01 08:04:00+00:00", table.times[4], 40, 10,
+              (Speech(Role.user, "w4", Origin.terminal),))
+    assert table.parents is not None and store.timed is not None
+    assert [table.parent_row(row) for row in range(5)] == [NO_PARENT, 0, 1, 2, 1]
+    assert [store.timestamp(i, table.times[i]) for i in (3, 4)] == [
+        "2026-11-01T08:03:00.000Z", "2026-11-01 08:04:00+00:00"]

@@ -140,8 +140,9 @@ def test_speech_counts_widen_past_two_gigabytes() -> None:
     said = (Speech(Role.user, "hello", Origin.terminal),)
     first, huge = SpeechStore(), SpeechStore()
     first.add(0, None, float("nan"), 0, 100, said)
-    huge.add(0, None, float("nan"), 100, 3 << 30, said)
-    assert huge.lengths.typecode == "q" and first.lengths.typecode == "H"
+    huge.add(0, None, float("nan"), 200, 3 << 30, said)  # not where the first line ends
+    assert first.lengths is None and huge.length_of(0) == 3 << 30
     first.absorb(huge, 1)
-    assert list(first.lengths) == [100, 3 << 30]
+    assert first.lengths is not None and first.lengths.typecode == "q"
+    assert list(first.lengths) == [100, 3 << 30] and list(first.offsets) == [0, 200]
     assert list(first.utf8_bytes) == [5, 5] and list(first.rows) == [0, 1]

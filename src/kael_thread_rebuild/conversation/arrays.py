@@ -73,6 +73,27 @@ def extend_signed(values: array[int], more: array[int]) -> array[int]:
     return values
 
 
+def padded(values: array[int] | None, size: int) -> array[int]:
+    """VALUES (a new signed byte array when None) with zeros up to SIZE values."""
+    if values is None:
+        values = array("b")
+    if len(values) < size:
+        values.frombytes(bytes((size - len(values)) * values.itemsize))
+    return values
+
+
+def put_signed(values: array[int] | None, index: int, value: int) -> array[int]:
+    """VALUES (see `padded`) with VALUE at INDEX: the same array, or the next wider copy
+    until VALUE fits (see `append_signed`)."""
+    values = padded(values, index + 1)
+    while True:
+        try:
+            values[index] = value
+            return values
+        except OverflowError:
+            values = array(SIGNED_STEPS[values.typecode], values)
+
+
 class IdentityArray:
     """Non-negative ints, value base + i at index i until one differs: then a real array
     (64-bit once a value passes 2**31)."""
@@ -138,6 +159,67 @@ class IdentityArray:
 
     def is_identity(self) -> bool:
         return self.values is None
+
+
+class TimeArray:
+    """Epoch milliseconds, four bytes each: a base per BLOCK values and each value's offset
+    from its block's base. NaN (no time) and the rare value that is not a whole millisecond or
+    lies more than 24 days from its block's base are kept apart (`others`); once there are
+    many of those, every value is kept as a float (`exact`)."""
+
+    __slots__ = ("bases", "exact", "offsets", "others")
+    BLOCK = 256
+    APART = -(2**31)  # the offset of a value kept in `others`
+    MAX_OTHERS = 4096
+
+    def __init__(self) -> None:
+        self.bases = array("d")
+        self.offsets = array("i")
+        self.others: dict[int, float] = {}
+        self.exact: array[float] | None = None
+
+    def __len__(self) -> int:
+        return len(self.offsets) if self.exact is None else len(self.exact)
+
+    def append(self, value: float) -> None:
+        if self.exact is not None:
+            self.exact.append(value)
+            return
+        index = len(self.offsets)
+        whole = value == value and value.is_integer()
+        if index % self.BLOCK == 0:
+            self.bases.append(value if whole else (self.bases[-1] if self.bases else 0.0))
+        offset = value - self.bases[-1] if whole else 0.0
+        if whole and self.APART < offset < 2**31:
+            self.offsets.append(int(offset))
+            return
+        self.offsets.append(self.APART)
+        self.others[index] = value
+        if len(self.others) > self.MAX_OTHERS:
+            self.exact = array("d", iter(self))
+            self.bases, self.offsets, self.others = array("d"), array("i"), {}
+
+    def extend(self, more: TimeArray) -> None:
+        for value in more:
+            self.append(value)
+
+    def __getitem__(self, index: int) -> float:
+        if self.exact is not None:
+            return self.exact[index]
+        size = len(self.offsets)
+        if index < 0:
+            index += size
+        if not 0 <= index < size:
+            raise IndexError("TimeArray index out of range")
+        offset = self.offsets[index]
+        if offset == self.APART:
+            return self.others[index]
+        return self.bases[index // self.BLOCK] + offset
+
+    def __iter__(self) -> Iterator[float]:
+        if self.exact is not None:
+            return iter(self.exact)
+        return (self[index] for index in range(len(self.offsets)))
 
 
 def map_large_blocks() -> None:

@@ -194,38 +194,41 @@ def _with_parallel_siblings(table: RecordTable, path: array[int],
     """Add off-path records of on-path API messages; each message's records in file order."""
     if not _any_off_path(table, path, on_path):
         return path
-    messages, kinds = table.messages, table.kinds
+    kinds = table.kinds
     ordered = array("i")
-    placed = bytearray(len(table.message_last))  # a byte per message, not a set of codes
+    placed = bytearray(len(table))  # by the first row of each message
     for row in path:
-        code = messages[row]
-        if code < 0 or kinds[row] != ASSISTANT or not table.message_has_more(code):
+        if kinds[row] != ASSISTANT or not table.shares_message(row):
             ordered.append(row)
-        elif not placed[code]:
-            placed[code] = 1
-            ordered.extend(_grouped(table, code))
+            continue
+        first = table.message_first(row)
+        if not placed[first]:
+            placed[first] = 1
+            ordered.extend(_grouped(table, first))
     return ordered
 
 
-def _grouped(table: RecordTable, code: int) -> list[int]:
-    """The assistant records of API message CODE on the main chain, in file order."""
+def _grouped(table: RecordTable, row: int) -> list[int]:
+    """The assistant records of ROW's API message on the main chain, in file order."""
     kinds, flags, superseded = table.kinds, table.flags, table.superseded
-    return [r for r in table.message_members(code) if kinds[r] == ASSISTANT
+    return [r for r in table.message_rows(row) if kinds[r] == ASSISTANT
             and not flags[r] & SIDECHAIN and r not in superseded]
 
 
 def _any_off_path(table: RecordTable, path: array[int], on_path: RowSet) -> bool:
     """Whether an on-path API message of several records has one of them off the path (its
     groups are made again when they are placed, never all kept at once)."""
-    messages, kinds = table.messages, table.kinds
-    seen = bytearray(len(table.message_last))
+    kinds = table.kinds
+    seen: bytearray | None = None  # by the first row of each message, once one is met
     for row in path:
-        code = messages[row]
-        if code < 0 or kinds[row] != ASSISTANT or seen[code]:
+        if kinds[row] != ASSISTANT or not table.shares_message(row):
             continue
-        seen[code] = 1
-        if table.message_has_more(code) and \
-                any(r not in on_path for r in _grouped(table, code)):
+        first = table.message_first(row)
+        seen = seen or bytearray(len(table))
+        if seen[first]:
+            continue
+        seen[first] = 1
+        if any(r not in on_path for r in _grouped(table, first)):
             return True
     return False
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from array import array
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..config import CarryOverflow
@@ -27,14 +25,15 @@ class BudgetResult:
 def apply_budget(turns: TurnList, fixed_tokens: int, max_tokens: int,
                  overflow: CarryOverflow, divisor: float) -> BudgetResult:
     """FIXED_TOKENS (the snapshot) always travels; the last turn is always kept."""
-    sizes: Sequence[int] = array("q", (turn_tokens(turn, divisor) for turn in turns))
-    total = fixed_tokens + sum(sizes)
+    # Each turn's tokens are counted again while turns are dropped, not kept (a million-message
+    # chat has half a million turns).
+    total = fixed_tokens + sum(turn_tokens(turn, divisor) for turn in turns)
     if max_tokens == 0 or total <= max_tokens:
         return BudgetResult(turns, 0, total, 0, False)
     if overflow is CarryOverflow.block:
         return BudgetResult(turns, 0, total, total - max_tokens, True)
     dropped = 0
     while total > max_tokens and dropped < len(turns) - 1:
-        total -= sizes[dropped]
+        total -= turn_tokens(turns[dropped], divisor)
         dropped += 1
     return BudgetResult(turns[dropped:], dropped, total, max(0, total - max_tokens), False)

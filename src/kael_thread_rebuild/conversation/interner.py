@@ -2,8 +2,10 @@
 
 A session of a million records has a million uuids; a Python dict of them costs about 150 bytes
 each (the key string, the row number object, the entry). Here a key costs its own bytes plus
-two to four codes (and its end offset, unless every key has one length): the keys sit end to
-end in one bytearray, and an open-addressing table of codes finds them by hash. The hash is
+one and a half to three codes (and its end offset, unless every key has one length): the keys
+sit end to end in one bytearray, and an open-addressing table of codes finds them by hash (at
+most two thirds full, grown by half: a table twice as big as its keys would be the largest
+array of a million-message scan). The hash is
 CRC-32, the same in every process (Python's `hash` of bytes is salted per interpreter), so the
 table travels with the keys (a forked reader's pipe, the scan cache) and is never rebuilt on the
 other side.
@@ -27,7 +29,7 @@ class Interner:
     and no offsets are kept; the first key of another length makes them real (`ends`).
     """
 
-    __slots__ = ("blob", "count", "ends", "mask", "slots", "width")
+    __slots__ = ("blob", "count", "ends", "slots", "width")
 
     def __init__(self, width: int = 0) -> None:
         self.blob = bytearray()
@@ -35,7 +37,6 @@ class Interner:
         self.count = 0
         self.ends: array[int] | None = None if width else array("i", [0])  # 64-bit past 2 GiB
         self.slots = array("i", [EMPTY]) * _MIN_SLOTS
-        self.mask = _MIN_SLOTS - 1
 
     def __len__(self) -> int:
         return self.count
@@ -69,45 +70,42 @@ class Interner:
             self.ends = append_wide(self.ends, len(self.blob))
         self.count = code + 1
         slots[slot] = code
-        if 2 * (code + 1) > len(slots):
-            self._grow()
+        if 3 * (code + 1) > 2 * len(slots):
+            self._resize(len(slots) * 3 // 2)
         return code
 
     def _probe(self, key: bytes) -> int:
         """The slot that holds KEY, or the empty slot where it would go (linear probing)."""
-        slots, mask, blob, ends = self.slots, self.mask, self.blob, self.ends
-        slot = crc32(key) & mask
+        slots, blob, ends = self.slots, self.blob, self.ends
+        size = len(slots)
+        slot = crc32(key) % size
         if ends is None:
             width = self.width
             if len(key) != width:
                 while slots[slot] != EMPTY:
-                    slot = (slot + 1) & mask
+                    slot = (slot + 1) % size
                 return slot
             while (code := slots[slot]) != EMPTY and \
                     blob[code * width:(code + 1) * width] != key:
-                slot = (slot + 1) & mask
+                slot = (slot + 1) % size
             return slot
         while (code := slots[slot]) != EMPTY and blob[ends[code]:ends[code + 1]] != key:
-            slot = (slot + 1) & mask
+            slot = (slot + 1) % size
         return slot
 
-    def _grow(self) -> None:
-        self._resize(2 * len(self.slots))
-
     def _resize(self, size: int) -> None:
+        self.slots = array("i")  # the old table goes before the new one comes
         self.slots = array("i", [EMPTY]) * size
-        self.mask = size - 1
         self._rebuild()
 
     def release(self) -> None:
         """Let go of the hash table (the keys stay); the next `find` or `add` builds it again."""
         self.slots = array("i")
-        self.mask = -1
 
     def _restore(self) -> None:
         size = _MIN_SLOTS
-        while 2 * self.count > size:
-            size *= 2
+        while 3 * self.count > 2 * size:
+            size = size * 3 // 2
         self._resize(size)
 
     def __getstate__(self) -> tuple[bytearray, array[int] | None, int, int, array[int]]:
@@ -116,15 +114,15 @@ class Interner:
     def __setstate__(self, state: tuple[bytearray, array[int] | None, int, int,
                                         array[int]]) -> None:
         self.blob, self.ends, self.width, self.count, self.slots = state
-        self.mask = len(self.slots) - 1
 
     def _rebuild(self) -> None:
-        slots, mask, blob, ends, width = self.slots, self.mask, self.blob, self.ends, self.width
+        slots, blob, ends, width = self.slots, self.blob, self.ends, self.width
+        size = len(slots)
         with memoryview(blob) as view:  # released before the blob grows again
             for code in range(self.count):
                 key = (view[code * width:(code + 1) * width] if ends is None
                        else view[ends[code]:ends[code + 1]])
-                slot = crc32(key) & mask
+                slot = crc32(key) % size
                 while slots[slot] != EMPTY:
-                    slot = (slot + 1) & mask
+                    slot = (slot + 1) % size
                 slots[slot] = code

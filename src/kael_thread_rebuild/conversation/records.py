@@ -120,7 +120,8 @@ class SpeechStore:
     checked against the digest) only when a candidate is written.
 
     Per record that speaks (file order): its table row (free while every record speaks, as in
-    a chat), line offset and size, its timestamp, and
+    a chat), line offset and size (free while each such line ends where the next begins, as in
+    a chat), its timestamp, and
     where its items start (most records say one thing: item i is record i's until one says
     more). Per item: role and origin (one byte), the first DIGEST_BYTES of the SHA-256 of its
     words (enough to tell that the file changed; the full digest is taken again from the words
@@ -131,11 +132,14 @@ class SpeechStore:
 
     rows: IdentityArray = field(default_factory=IdentityArray)
     offsets: array[int] = field(default_factory=lambda: array("I"))
-    lengths: array[int] = field(default_factory=narrow)
+    # None while each line ends where the next begins (`length_of`); the last line's size.
+    lengths: array[int] | None = None
+    last_length: int = 0
     first_items: IdentityArray = field(default_factory=IdentityArray)
     # NO_TIME, or CANONICAL_TIME when the timestamp is the one `canonical_time` writes for the
     # record's time in the table (as Claude Code writes them), or OTHER_TIME: in `other_times`.
-    timed: bytearray = field(default_factory=bytearray)
+    # None while every one is CANONICAL_TIME.
+    timed: bytearray | None = None
     other_times: dict[int, str] = field(default_factory=dict)
     kinds: bytearray = field(default_factory=bytearray)
     digests: bytearray = field(default_factory=bytearray)
@@ -149,15 +153,18 @@ class SpeechStore:
             speech: tuple[Speech, ...]) -> None:
         owner = len(self.rows)
         self.rows.append(row)
+        if self.lengths is not None or (owner and offset != self.offsets[-1] + self.last_length):
+            self.lengths = append_wide(self._real_lengths(), length)
         self.offsets = append_wide(self.offsets, offset)
-        self.lengths = append_wide(self.lengths, length)
+        self.last_length = length
         self.first_items.append(len(self.kinds))
-        if timestamp is None:
-            self.timed.append(NO_TIME)
-        elif timestamp == canonical_time(epoch_ms):
-            self.timed.append(CANONICAL_TIME)
+        if timestamp is not None and timestamp == canonical_time(epoch_ms):
+            if self.timed is not None:
+                self.timed.append(CANONICAL_TIME)
+        elif timestamp is None:
+            self._real_timed(owner).append(NO_TIME)
         else:
-            self.timed.append(OTHER_TIME)
+            self._real_timed(owner).append(OTHER_TIME)
             self.other_times[owner] = timestamp
         for said in speech:
             data = text_bytes(said.text)
@@ -169,6 +176,31 @@ class SpeechStore:
             self.kinds.append(_ROLE_INDEX[said.role] << 4 | _ORIGIN_INDEX[said.origin])
             self.digests += hashlib.sha256(data).digest()[:DIGEST_BYTES]
             self.utf8_bytes = append_wide(self.utf8_bytes, size)
+
+    def length_of(self, owner: int) -> int:
+        """The size of speaking record OWNER's line."""
+        if self.lengths is not None:
+            return self.lengths[owner]
+        if owner == len(self.offsets) - 1:
+            return self.last_length
+        return self.offsets[owner + 1] - self.offsets[owner]
+
+    def _real_lengths(self) -> array[int]:
+        """The size of every line so far, as an array (made when one does not end where the
+        next begins)."""
+        if self.lengths is None:
+            offsets = self.offsets
+            self.lengths = extend_wide(narrow(), (offsets[i + 1] - offsets[i]
+                                                  for i in range(len(offsets) - 1)))
+            if offsets:
+                self.lengths = append_wide(self.lengths, self.last_length)
+        return self.lengths
+
+    def _real_timed(self, owners: int) -> bytearray:
+        """How each of the first OWNERS records is timed (made when one is not canonical)."""
+        if self.timed is None:
+            self.timed = bytearray([CANONICAL_TIME]) * owners
+        return self.timed
 
     def _real_chars(self) -> array[int]:
         """The characters of every item so far, as an array (made when the first is not
@@ -221,7 +253,7 @@ class SpeechStore:
 
     def timestamp(self, index: int, epoch_ms: float) -> str | None:
         """The timestamp of speaking record INDEX, whose time in the table is EPOCH_MS."""
-        timed = self.timed[index]
+        timed = CANONICAL_TIME if self.timed is None else self.timed[index]
         if timed == CANONICAL_TIME:
             return canonical_time(epoch_ms)
         return self.other_times[index] if timed == OTHER_TIME else None
@@ -230,10 +262,16 @@ class SpeechStore:
         """Append the store of the byte range read right after this one."""
         owner_offset, item_offset = len(self.rows), len(self.kinds)
         self.rows.extend_shifted(later.rows, row_offset)
+        if self.lengths is not None or later.lengths is not None or (
+                len(self.offsets) and len(later.offsets)
+                and later.offsets[0] != self.offsets[-1] + self.last_length):
+            self.lengths = extend_wide(self._real_lengths(), later._real_lengths())
+        if len(later.offsets):
+            self.last_length = later.last_length
         self.offsets = extend_wide(self.offsets, later.offsets)
-        self.lengths = extend_wide(self.lengths, later.lengths)
         self.first_items.extend_shifted(later.first_items, item_offset)
-        self.timed += later.timed
+        if self.timed is not None or later.timed is not None:
+            self._real_timed(owner_offset).extend(later._real_timed(len(later.rows)))
         self.other_times.update((owner + owner_offset, timestamp)
                                 for owner, timestamp in later.other_times.items())
         self.kinds += later.kinds

@@ -68,6 +68,7 @@ _ALLOWED = {
     ("kael_thread_rebuild.conversation.records", "SnapshotPart"),
     ("kael_thread_rebuild.conversation.table", "RecordTable"),
     ("kael_thread_rebuild.conversation.arrays", "IdentityArray"),
+    ("kael_thread_rebuild.conversation.arrays", "TimeArray"),
     ("kael_thread_rebuild.conversation.interner", "Interner"),
 }
 

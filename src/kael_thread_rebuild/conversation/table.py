@@ -16,7 +16,7 @@ from hashlib import blake2b
 
 from ..claude_code.record_shapes import ASSISTANT, ATTACHMENT, SYSTEM, USER
 from ..transcript.reader import text_bytes
-from .arrays import IdentityArray, append_signed, extend_signed
+from .arrays import IdentityArray, TimeArray, append_signed, extend_signed, padded, put_signed
 from .interner import EMPTY, Interner
 
 NO_PARENT = -1
@@ -43,12 +43,17 @@ TOOL_RESULT = 4
 
 
 def epoch_ms(timestamp: object) -> float:
+    """TIMESTAMP in milliseconds since the epoch, NaN when there is none; a whole number for a
+    timestamp in whole milliseconds (as Claude Code writes them: the float product of seconds
+    and 1000 can be off by a hair)."""
     if not isinstance(timestamp, str):
         return float("nan")
     try:
-        return datetime.fromisoformat(timestamp).timestamp() * 1000
+        exact = datetime.fromisoformat(timestamp).timestamp() * 1000
     except ValueError:
         return float("nan")
+    whole = round(exact)
+    return float(whole) if abs(exact - whole) < 1e-3 else exact
 
 
 MESSAGE_KEY_BYTES = 12
@@ -89,6 +94,16 @@ def uuid_text(key: bytes) -> str:
     return key.decode("utf-8", "surrogatepass")
 
 
+def _chained(row: int) -> int:
+    """The parent distance of ROW in a table whose first row is a root and every other row
+    hangs under the row before it."""
+    return ROOT_DISTANCE if row == 0 else 1
+
+
+def _distance(values: array[int] | None, row: int) -> int:
+    return 0 if values is None or row >= len(values) else values[row]
+
+
 @dataclass(slots=True)
 class RecordTable:
     # Uuids interned to codes; each row's code, and the row that now holds each code (both the
@@ -98,20 +113,22 @@ class RecordTable:
     code_rows: IdentityArray = field(default_factory=IdentityArray)
     kinds: bytearray = field(default_factory=bytearray)
     flags: bytearray = field(default_factory=bytearray)
-    # Each row's parent as the distance back to it (see ROOT_DISTANCE; `parent_row`).
-    parents: array[int] = field(default_factory=lambda: array("b"))
-    times: array[float] = field(default_factory=lambda: array("d"))
+    # Each row's parent as the distance back to it (see ROOT_DISTANCE; `parent_row`); None
+    # while each is `_chained` (a chat).
+    parents: array[int] | None = None
+    times: TimeArray = field(default_factory=TimeArray)
     # Each row's line: free while every line is a record (line i + 1 at row i).
     lines: IdentityArray = field(default_factory=lambda: IdentityArray(1))
-    messages: array[int] = field(default_factory=lambda: array("i"))
     message_ids: Interner = field(default_factory=lambda: Interner(MESSAGE_KEY_BYTES))
     # The rows of each API message: parallel tool calls leave some of them off the walked
-    # path, and they are found here without a full scan. Its last row, and each row's distance
-    # back to the one before it in the same message (0: the first; rows past the end of
-    # `message_previous`, or all of them while it is None, are firsts): a chain, not a list per
-    # message (a 4 GiB session has a hundred thousand messages of several records).
+    # path, and they are found here without a full scan. Each row's distance back to the row
+    # before it in the same message and on to the row after it (0: none; so for a row past the
+    # end of an array, or for all while it is None, as in a chat of one record a message): a
+    # chain, not a list per message (a 4 GiB session has a hundred thousand messages of several
+    # records), and no message code per row. While reading: each message's last row.
     message_last: array[int] = field(default_factory=lambda: array("i"))
     message_previous: array[int] | None = None
+    message_next: array[int] | None = None
     pending_parents: dict[int, str] = field(default_factory=dict)
     logical_parents: dict[int, str] = field(default_factory=dict)
     superseded: dict[int, int] = field(default_factory=dict)
@@ -140,18 +157,15 @@ class RecordTable:
                     distance = UNRESOLVED_DISTANCE
                 else:
                     distance = row - parent_row
-            self.parents = append_signed(self.parents, distance)
         else:
-            self.parents.append(ROOT_DISTANCE)
+            distance = ROOT_DISTANCE
+        if self.parents is not None or distance != _chained(row):
+            self.parents = append_signed(self._real_parents(row), distance)
         self.last_uuid = uuid
         self.times.append(epoch_ms(timestamp))
         self.lines.append(line)
         if isinstance(message_id, str):
-            code = self.message_ids.add(key_of(message_id))
-            self._note_message(code, row)
-            self.messages.append(code)
-        else:
-            self.messages.append(-1)
+            self._note_message(self.message_ids.add(key_of(message_id)), row)
         return row
 
     def _hold(self, code: int, row: int, earlier_than: int) -> None:
@@ -170,21 +184,32 @@ class RecordTable:
         if code == len(last):
             last.append(row)
             return
-        previous = self.message_previous
-        if previous is None:
-            previous = array("b")
-        if len(previous) < row:  # the rows in between are firsts
-            previous.frombytes(bytes((row - len(previous)) * previous.itemsize))
-        self.message_previous = append_signed(previous, row - last[code])
+        self._link_message(last[code], row)
         last[code] = row
 
-    def _previous_in_message(self, row: int) -> int:
-        previous = self.message_previous
-        return 0 if previous is None or row >= len(previous) else previous[row]
+    def _link_message(self, before: int, row: int) -> None:
+        """Rows BEFORE and ROW are consecutive rows of one message."""
+        self.message_previous = put_signed(self.message_previous, row, row - before)
+        self.message_next = put_signed(self.message_next, before, row - before)
 
-    def message_has_more(self, code: int) -> bool:
-        """Whether API message CODE has more than one row."""
-        return self._previous_in_message(self.message_last[code]) != 0
+    def shares_message(self, row: int) -> bool:
+        """Whether ROW's API message has other rows."""
+        return bool(_distance(self.message_previous, row) or _distance(self.message_next, row))
+
+    def message_first(self, row: int) -> int:
+        """The first row of ROW's API message (ROW itself when it has no message)."""
+        while distance := _distance(self.message_previous, row):
+            row -= distance
+        return row
+
+    def message_rows(self, row: int) -> list[int]:
+        """The rows of ROW's API message, in file order."""
+        row = self.message_first(row)
+        rows = [row]
+        while distance := _distance(self.message_next, row):
+            row += distance
+            rows.append(row)
+        return rows
 
     def __len__(self) -> int:
         return len(self.kinds)
@@ -209,16 +234,6 @@ class RecordTable:
     def uuid_of(self, row: int) -> str:
         return uuid_text(self.uuids.key(self.row_codes[row]))
 
-    def message_members(self, code: int) -> list[int]:
-        """The rows of API message CODE, in file order."""
-        row = self.message_last[code]
-        rows = [row]
-        while distance := self._previous_in_message(row):
-            row -= distance
-            rows.append(row)
-        rows.reverse()
-        return rows
-
     def current(self, row: int) -> int:
         """The row that now holds ROW's uuid (a later record with the same uuid wins)."""
         while row in self.superseded:
@@ -228,17 +243,32 @@ class RecordTable:
     def live(self, row: int) -> bool:
         return row not in self.superseded and not self.flags[row] & SIDECHAIN
 
+    def _real_parents(self, rows: int) -> array[int]:
+        """The parents of the first ROWS rows, as an array (made when one is not `_chained`)."""
+        if self.parents is None:
+            self.parents = array("b", [1]) * rows
+            if rows:
+                self.parents[0] = _chained(0)
+        return self.parents
+
+    def _distance_back(self, row: int) -> int:
+        if self.parents is not None:
+            return self.parents[row]
+        if not 0 <= row < len(self):
+            raise IndexError("no such row")
+        return _chained(row)
+
     def parent_row(self, row: int) -> int:
         """The row the parent link of ROW pointed at when it was read, NO_PARENT for a root, or
         UNRESOLVED (its uuid is in `pending_parents`)."""
-        distance = self.parents[row]
+        distance = self._distance_back(row)
         if distance > 0:
             return row - distance
         return NO_PARENT if distance == ROOT_DISTANCE else UNRESOLVED
 
     def is_root(self, row: int) -> bool:
         """Whether ROW has no parent link at all (`parentUuid` null or absent)."""
-        return self.parents[row] == ROOT_DISTANCE
+        return self._distance_back(row) == ROOT_DISTANCE
 
     def parent_of(self, row: int) -> int | None:
         """The parent row, NO_PARENT for a root, or None when the parent is not in the file."""
@@ -263,22 +293,37 @@ class RecordTable:
         self.kinds.extend(later.kinds)
         self.flags.extend(later.flags)
         self.found = {}
-        self.parents = extend_signed(self.parents, later.parents)  # distances: no offset
+        if self.parents is not None or later.parents is not None or later:
+            self.parents = extend_signed(self._real_parents(offset),  # distances: no offset
+                                         later._real_parents(len(later)))
         self.times.extend(later.times)
         self.lines.extend_shifted(later.lines, line_offset)
         uuid_codes = array("i", (self.uuids.add(later.uuids.key(code))
                                  for code in range(len(later.uuids))))
         for row, code in enumerate(later.row_codes):
             self._hold(uuid_codes[code], row + offset, offset)
-        message_codes = array("i", (self.message_ids.add(later.message_ids.key(code))
-                                    for code in range(len(later.message_ids))))
-        for row, code in enumerate(later.messages):
-            if code >= 0:
-                code = message_codes[code]
-                self._note_message(code, row + offset)
-            self.messages.append(code)
+        self._absorb_messages(later, offset)
         self.pending_parents.update((row + offset, u) for row, u in later.pending_parents.items())
         self.logical_parents.update((row + offset, u) for row, u in later.logical_parents.items())
         self.superseded.update((old + offset, new + offset)
                                for old, new in later.superseded.items())
         return offset
+
+    def _absorb_messages(self, later: RecordTable, offset: int) -> None:
+        """The messages of LATER, whose rows start at OFFSET: its chains carry over (they are
+        distances); a message this table had already goes on from its last row here."""
+        if later.message_previous is not None:
+            self.message_previous = extend_signed(padded(self.message_previous, offset),
+                                                  padded(later.message_previous, len(later)))
+            self.message_next = extend_signed(padded(self.message_next, offset),
+                                              padded(later.message_next, len(later)))
+        known = len(self.message_last)
+        for code in range(len(later.message_ids)):
+            own = self.message_ids.add(later.message_ids.key(code))
+            last = later.message_last[code] + offset
+            if own < known:
+                self._link_message(self.message_last[own],
+                                   later.message_first(later.message_last[code]) + offset)
+                self.message_last[own] = last
+            else:
+                self.message_last.append(last)

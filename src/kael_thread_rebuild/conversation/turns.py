@@ -56,7 +56,7 @@ class BranchItems:
                     self.table.lines[row], store.timestamp(owner, self.table.times[row]),
                     store.digest(index),
                     store.utf8_bytes[index], store.char_count(index), store.cjk_count(index),
-                    store.offsets[owner], store.lengths[owner], index - store.first_items[owner])
+                    store.offsets[owner], store.length_of(owner), index - store.first_items[owner])
 
     def summary(self) -> tuple[dict[str, int], int, tuple[int, int]]:
         """Items by origin, their UTF-8 bytes, and the longest as (characters, source line)."""
