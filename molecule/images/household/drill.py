@@ -272,8 +272,24 @@ def settled(place: Household, operation: str | None = None) -> dict[str, Any]:
         last = seen.get("last")
         where = (f"operation {last['operation_id']} is {last['status']}: "
                  f"{[step['to_status'] for step in last['history']]}" if last
-                 else "no operation was recorded (did the model's tool call fail?)")
+                 else "no operation was recorded (did the model's tool call fail?); the "
+                      f"last tool result the model was sent: {last_tool_result()}")
         raise TimeoutError(f"{late}; {where}") from None
+
+
+def last_tool_result() -> str:
+    """The last tool_result block the stand-in received (what Claude Code told the model a
+    tool call gave), shortened."""
+    for body in reversed(bodies()):
+        for message in reversed(body.get("messages") or []):
+            content = message.get("content")
+            if not isinstance(content, list):
+                continue
+            results = [block for block in content
+                       if isinstance(block, dict) and block.get("type") == "tool_result"]
+            if results:
+                return json.dumps(results[-1], ensure_ascii=False)[:2000]
+    return "none"
 
 
 def seconds_between(op: dict[str, Any], start: str, end: str) -> float | None:
