@@ -52,6 +52,11 @@ def extend_wide(values: array[int], more: Iterable[int]) -> array[int]:
 SIGNED_STEPS = {"b": "h", "h": "i", "i": "q"}
 
 
+def _wider(values: array[int]) -> array[int]:
+    """VALUES copied into the next wider signed type."""
+    return array(SIGNED_STEPS[values.typecode], values)
+
+
 def append_signed(values: array[int], value: int) -> array[int]:
     """VALUES with VALUE appended: the same array, or the next wider copy (b, h, i, q) until
     VALUE fits."""
@@ -60,13 +65,13 @@ def append_signed(values: array[int], value: int) -> array[int]:
             values.append(value)
             return values
         except OverflowError:
-            values = array(SIGNED_STEPS[values.typecode], values)
+            values = _wider(values)
 
 
 def extend_signed(values: array[int], more: array[int]) -> array[int]:
     """VALUES extended by MORE (see `append_signed`)."""
     while values.itemsize < more.itemsize:
-        values = array(SIGNED_STEPS[values.typecode], values)
+        values = _wider(values)
     if values.typecode != more.typecode:
         more = array(values.typecode, more)  # narrower: every value fits
     values.extend(more)
@@ -91,7 +96,7 @@ def put_signed(values: array[int] | None, index: int, value: int) -> array[int]:
             values[index] = value
             return values
         except OverflowError:
-            values = array(SIGNED_STEPS[values.typecode], values)
+            values = _wider(values)
 
 
 class IdentityArray:

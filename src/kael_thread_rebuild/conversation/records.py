@@ -153,7 +153,7 @@ class SpeechStore:
             speech: tuple[Speech, ...]) -> None:
         owner = len(self.rows)
         self.rows.append(row)
-        if self.lengths is not None or (owner and offset != self.offsets[-1] + self.last_length):
+        if self.lengths is not None or not self._follows(offset):
             self.lengths = append_wide(self._real_lengths(), length)
         self.offsets = append_wide(self.offsets, offset)
         self.last_length = length
@@ -176,6 +176,11 @@ class SpeechStore:
             self.kinds.append(_ROLE_INDEX[said.role] << 4 | _ORIGIN_INDEX[said.origin])
             self.digests += hashlib.sha256(data).digest()[:DIGEST_BYTES]
             self.utf8_bytes = append_wide(self.utf8_bytes, size)
+
+    def _follows(self, offset: int) -> bool:
+        """Whether a line at OFFSET begins where the last speaking line so far ends (or is the
+        first)."""
+        return not self.offsets or offset == self.offsets[-1] + self.last_length
 
     def length_of(self, owner: int) -> int:
         """The size of speaking record OWNER's line."""
@@ -263,8 +268,7 @@ class SpeechStore:
         owner_offset, item_offset = len(self.rows), len(self.kinds)
         self.rows.extend_shifted(later.rows, row_offset)
         if self.lengths is not None or later.lengths is not None or (
-                len(self.offsets) and len(later.offsets)
-                and later.offsets[0] != self.offsets[-1] + self.last_length):
+                len(later.offsets) and not self._follows(later.offsets[0])):
             self.lengths = extend_wide(self._real_lengths(), later._real_lengths())
         if len(later.offsets):
             self.last_length = later.last_length

@@ -293,7 +293,7 @@ class RecordTable:
         self.kinds.extend(later.kinds)
         self.flags.extend(later.flags)
         self.found = {}
-        if self.parents is not None or later.parents is not None or later:
+        if self.parents is not None or later.parents is not None or len(later) > 0:
             self.parents = extend_signed(self._real_parents(offset),  # distances: no offset
                                          later._real_parents(len(later)))
         self.times.extend(later.times)
