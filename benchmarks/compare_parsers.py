@@ -35,20 +35,10 @@ from typing import Any
 import orjson
 
 from bench_plan import MIB, ensure_transcript
+from kael_thread_rebuild.conversation.records import payload_size
 
 Facts = tuple[Any, ...] | None
 RUNTIME_BLOCKS = ("tool_result", "tool_use", "thinking", "redacted_thinking")
-
-
-def _utf8_size(text: str) -> int:
-    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
-
-
-def _value_size(value: Any) -> int:
-    """UTF-8 size of a text, or the size of a structure's compact JSON."""
-    if isinstance(value, str):
-        return _utf8_size(value)
-    return 0 if value is None else len(orjson.dumps(value))
 
 
 def _block_facts(block_type: Any, text: Any, payloads: Iterable[Any]) -> tuple[Any, ...]:
@@ -85,24 +75,24 @@ def orjson_facts(line: bytes) -> Facts:
 def _orjson_payloads(block: dict[str, Any]) -> Iterable[int]:
     inner = block.get("content")
     if isinstance(inner, list):
-        yield from (_value_size(item.get("text")) for item in inner if type(item) is dict)
+        yield from (payload_size(item.get("text")) for item in inner if type(item) is dict)
     else:
-        yield _value_size(inner)
+        yield payload_size(inner)
     for name in ("input", "thinking", "signature"):
-        yield _value_size(block.get(name))
+        yield payload_size(block.get(name))
 
 
 def _raw_size(raw: bytes | memoryview) -> int:
-    """`_value_size` of the JSON value RAW without decoding a string: a string's bytes less one
+    """`payload_size` of the JSON value RAW without decoding a string: a string's bytes less one
     for each two-byte escape (a run of 2k backslashes is k escapes); one with a `\\u` escape is
     decoded, as is anything that is not a string."""
     data = bytes(raw)
     if not data:
         return 0
     if data[0] != 0x22:
-        return _value_size(orjson.loads(data))
+        return payload_size(orjson.loads(data))
     if b"\\u" in data:
-        return _utf8_size(orjson.loads(data))
+        return payload_size(orjson.loads(data))
     return len(data) - 2 - data.count(b"\\") + data.count(b"\\\\")
 
 
@@ -140,7 +130,7 @@ def msgspec_reader() -> Callable[[bytes], Facts]:
     def payloads(block: Block) -> Iterable[int]:
         inner = bytes(block.content)
         if inner[:1] == b"[":
-            yield from (_value_size(item.get("text")) for item in orjson.loads(inner)
+            yield from (payload_size(item.get("text")) for item in orjson.loads(inner)
                         if type(item) is dict)
         else:
             yield _raw_size(inner)
@@ -184,12 +174,12 @@ def simdjson_reader() -> Callable[[bytes], Facts]:
     def payloads(block: Any) -> Iterable[int]:
         inner = block.get("content")
         if isinstance(inner, simdjson.Array):
-            yield from (_value_size(plain(item.get("text"))) for item in inner
+            yield from (payload_size(plain(item.get("text"))) for item in inner
                         if isinstance(item, simdjson.Object))
         else:
-            yield _value_size(plain(inner))
+            yield payload_size(plain(inner))
         for name in ("input", "thinking", "signature"):
-            yield _value_size(plain(block.get(name)))
+            yield payload_size(plain(block.get(name)))
 
     def facts(line: bytes) -> Facts:
         try:

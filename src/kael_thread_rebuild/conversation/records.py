@@ -320,7 +320,7 @@ class SpeechToolMatcher:
         return bool(self._regex and self._regex.match(name))
 
 
-def _size(value: Any) -> int:
+def payload_size(value: Any) -> int:
     """UTF-8 bytes of a text, or of a structure's JSON form."""
     if isinstance(value, str):
         return len(value) if value.isascii() else len(text_bytes(value))  # isascii() is O(1)
@@ -458,7 +458,7 @@ class Classifier:
             return
         text = user_text(content)
         if facts.flags & SIDECHAIN:
-            _add(tally, Dirt.sidechain, _size(text))
+            _add(tally, Dirt.sidechain, payload_size(text))
         elif facts.marker is not None:
             self._own_record(text, facts, facts.marker)
         elif record.get("isCompactSummary") is True:
@@ -472,7 +472,7 @@ class Classifier:
         results = [b for b in content if isinstance(b, dict) and b.get("type") == TOOL_RESULT_BLOCK]
         for block in content:
             if isinstance(block, dict) and block.get("type") == IMAGE_BLOCK:
-                _add(tally, Dirt.image, _size(block.get("source")))
+                _add(tally, Dirt.image, payload_size(block.get("source")))
         if not results:
             return False
         facts.flags |= TOOL_RESULT
@@ -498,11 +498,11 @@ class Classifier:
             for item in inner:
                 if isinstance(item, dict) and item.get("type") == IMAGE_BLOCK:
                     self.viewed_original_image = True
-                    _add(tally, Dirt.image, _size(item.get("source")))
+                    _add(tally, Dirt.image, payload_size(item.get("source")))
                 elif isinstance(item, dict):
-                    _add(tally, Dirt.tool_result, _size(item.get("text")))
+                    _add(tally, Dirt.tool_result, payload_size(item.get("text")))
         else:
-            _add(tally, Dirt.tool_result, _size(inner))
+            _add(tally, Dirt.tool_result, payload_size(inner))
 
     def _assistant(self, record: dict[str, Any], message: dict[str, Any], facts: _Facts,
                    tally: MutableMapping[str, int]) -> None:
@@ -536,7 +536,7 @@ class Classifier:
         if block_type == TEXT_BLOCK:
             text = block.get("text")
             if isinstance(text, str) and sidechain:
-                _add(tally, Dirt.sidechain, _size(text))
+                _add(tally, Dirt.sidechain, payload_size(text))
             elif isinstance(text, str) and speaks and text.strip():
                 return Speech(Role.assistant, text, Origin.assistant)
         elif block_type == TOOL_USE_BLOCK:
@@ -544,13 +544,14 @@ class Classifier:
             if speech_text is not None and speaks:
                 return Speech(Role.assistant, speech_text, Origin.speech_tool)
             category = Dirt.sidechain if sidechain else Dirt.tool_use
-            _add(tally, category, _size(block.get("input")) + _size(block.get("name")))
+            size = payload_size(block.get("input")) + payload_size(block.get("name"))
+            _add(tally, category, size)
         elif block_type in THINKING_BLOCKS:
-            size = _size(block.get("thinking")) + _size(block.get("signature"))
-            _add(tally, Dirt.thinking, size + _size(block.get("data")))
+            size = payload_size(block.get("thinking")) + payload_size(block.get("signature"))
+            _add(tally, Dirt.thinking, size + payload_size(block.get("data")))
         elif block_type == IMAGE_BLOCK:
             self.viewed_original_image = True
-            _add(tally, Dirt.image, _size(block.get("source")))
+            _add(tally, Dirt.image, payload_size(block.get("source")))
         return None
 
     def _speech_tool_text(self, block: dict[str, Any]) -> str | None:
@@ -578,7 +579,7 @@ class Classifier:
             item["content"] for item in rendered
             if isinstance(item, dict) and isinstance(item.get("content"), str)
         )
-        _add(tally, Dirt.attachment, _size(text))
+        _add(tally, Dirt.attachment, payload_size(text))
         if kind not in REGENERATED_ATTACHMENTS and text.strip() and not facts.flags & SIDECHAIN:
             facts.snapshot_text = text
 
@@ -599,7 +600,7 @@ def _typed(record: dict[str, Any], content: Any, text: str, facts: _Facts,
     if is_channel_message(words):
         facts.speech = (Speech(Role.user, words, Origin.channel),)
     elif record.get("isMeta") is True:
-        _add(tally, Dirt.meta_injection, _size(words))
+        _add(tally, Dirt.meta_injection, payload_size(words))
     else:
         queued = record.get("promptSource") == QUEUED_PROMPT
         facts.speech = (Speech(Role.user, words, Origin.queued if queued else Origin.terminal),)
@@ -623,7 +624,7 @@ def _system(record: dict[str, Any], facts: _Facts, size: int,
     if subtype == COMPACT_BOUNDARY:
         facts.flags |= BOUNDARY
     if subtype in SPOKEN_SYSTEM_SUBTYPES:
-        _add(tally, Dirt.system, _size(record.get("content")))
+        _add(tally, Dirt.system, payload_size(record.get("content")))
     else:
         _add(tally, Dirt.bookkeeping, size)
 

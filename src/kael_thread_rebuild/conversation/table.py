@@ -293,7 +293,9 @@ class RecordTable:
         self.kinds.extend(later.kinds)
         self.flags.extend(later.flags)
         self.found = {}
-        if self.parents is not None or later.parents is not None or len(later) > 0:
+        # LATER's first row is a root or unresolved in its own table: joined, the rows are
+        # no longer a plain chain.
+        if len(later) > 0:
             self.parents = extend_signed(self._real_parents(offset),  # distances: no offset
                                          later._real_parents(len(later)))
         self.times.extend(later.times)
