@@ -58,6 +58,30 @@ def processes(mark: bytes) -> dict[int, list[str]]:
     return found
 
 
+def parent_of(pid: int) -> int | None:
+    """PID's parent (None once PID is gone). The command name in /proc/PID/stat may hold
+    blanks and parentheses: the fields after it follow its last ')'."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat[stat.rindex(")") + 2:].split()[1])
+
+
+def runner_pid(mark: bytes) -> int:
+    """The pid of the one runner: the bash whose command line holds MARK. Between fork and
+    exec, a child it starts (sudo, claude, a command substitution) has the runner's very
+    command line; the runner is the one whose parent is not such a bash too."""
+    found = {pid for pid, argv in processes(mark).items()
+             if argv and Path(argv[0]).name == "bash"}
+    parents = {pid: parent_of(pid) for pid in found}
+    runners = [pid for pid, parent in parents.items()
+               if parent is not None and parent not in found]
+    if len(runners) != 1:
+        raise AssertionError(f"{len(runners)} pointer runners run: {runners}")
+    return runners[0]
+
+
 @dataclass
 class Runner(Household):
     """The household with its runner: the pane takes prompts, the pointer names the session."""
@@ -71,16 +95,9 @@ class Runner(Household):
             return None
         return text or None
 
-    def runner_pid(self) -> int:
-        found = [pid for pid, argv in processes(RUNNER).items()
-                 if argv and Path(argv[0]).name == "bash"]
-        if len(found) != 1:
-            raise AssertionError(f"{len(found)} pointer runners run: {found}")
-        return found[0]
-
     def idle(self) -> bool:
         """The runner waits at `read` for the next prompt: no child of it runs."""
-        pid = self.runner_pid()
+        pid = runner_pid(RUNNER)
         children = "".join(p.read_text() for p in Path(f"/proc/{pid}/task").glob("*/children"))
         return not children.strip()
 
