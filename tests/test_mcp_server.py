@@ -282,13 +282,20 @@ def _tool_result_text(body: dict[str, Any]) -> str | None:
 
 @pytest.mark.real_claude
 @pytest.mark.skipif(not claude_available(), reason="the Claude Code binary is not installed")
+@pytest.mark.parametrize("start_seconds", [0, 6], ids=["prompt-start", "slower-than-the-probe"])
 def test_real_claude_calls_the_plan_tool(
         config: Config, config_path: Path, tmp_path: Path,
-        transcript: tuple[Path, TranscriptBuilder]) -> None:
+        transcript: tuple[Path, TranscriptBuilder], start_seconds: int) -> None:
+    """Also when the server starts slower than Claude Code waits for its `server/discover`
+    probe (a container on a loaded household): Claude Code then falls back to `initialize`,
+    and the tool call must still be served."""
     path, _ = transcript
     script = {PROMPT: [Reply([ToolUse(PLAN_TOOL, {})]), Reply([Text("Here is the plan.")])]}
-    servers = {"kael-thread-rebuild": {"type": "stdio", "command": str(MCP_BIN),
-                                       "args": ["--config", str(config_path)], "env": {}}}
+    command = [str(MCP_BIN), "--config", str(config_path)]
+    if start_seconds:
+        command = ["sh", "-c", f'sleep {start_seconds}; exec "$@"', "slow-start", *command]
+    servers = {"kael-thread-rebuild": {"type": "stdio", "command": command[0],
+                                       "args": command[1:], "env": {}}}
     with StandinAPI(prompt_script(script)) as api:
         env = make_claude_env(tmp_path / "claude", api.url, allow=["mcp__kael-thread-rebuild"],
                               mcp_servers=servers)

@@ -6,10 +6,13 @@ call."""
 from __future__ import annotations
 
 import json
+import os
+import select
 import subprocess
 import sys
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import pytest
@@ -66,6 +69,52 @@ OPENINGS = {
         _request(2, "resources/list", CLAUDE_META), _request(3, "tools/list", CLAUDE_META),
     ],
 }
+
+
+# Claude Code 2.1.328 with a server slower to start than its probe's bound: the probe, then the
+# handshake, and the tool call without `_meta`.
+PROBE_TIMED_OUT = [
+    _request("server-discover-probe-1", "server/discover", CLAUDE_META),
+    *OPENINGS["initialize"],
+    _request(4, "tools/call", {"name": "thread_rebuild_status", "arguments": {}}),
+]
+
+
+def _answer(proc: subprocess.Popen[bytes], number: int, timeout: float = 60) -> dict[str, Any]:
+    """The server's answer to request NUMBER, read as it comes."""
+    assert proc.stdout is not None
+    deadline = time.monotonic() + timeout
+    pending = b""
+    while True:
+        left = deadline - time.monotonic()
+        assert left > 0, f"no answer to request {number} in {timeout:.0f} s"
+        if select.select([proc.stdout], [], [], left)[0]:
+            chunk = os.read(proc.stdout.fileno(), 65536)
+            assert chunk, f"the server closed before answering request {number}"
+            pending += chunk
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            message = json.loads(line)
+            if message.get("id") == number:
+                return cast(dict[str, Any], message)
+
+
+def test_a_tool_call_after_a_timed_out_probe_is_served(config_path: Path) -> None:
+    proc = subprocess.Popen([str(MCP_BIN), "--config", str(config_path)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write(b"".join(PROBE_TIMED_OUT))
+        proc.stdin.flush()
+        answer = _answer(proc, 4)
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=30)
+
+    assert "error" not in answer, answer
+    assert not answer["result"].get("isError"), answer
+    assert answer["result"]["structuredContent"] == {"found": False, "operation": None}
 
 
 @pytest.mark.parametrize("opening", list(OPENINGS))

@@ -47,7 +47,13 @@ class _Handshake:
 
     Two eras of the protocol: `initialize` first (the version it names holds for the
     connection), or, as Claude Code 2.1.328 speaks, every request naming its version in
-    `_meta` (`server/discover`, `subscriptions/listen`, the lists)."""
+    `_meta` (`server/discover`, `subscriptions/listen`, the lists).
+
+    A server slower to start than Claude Code's `server/discover` probe (under load, a few
+    seconds) reads the probe and then `initialize`: the client gave up on the probe and goes on
+    in the handshake era. The connection is then that era's, from `initialize` on: the lines
+    before it are not replayed to the SDK server, which would otherwise take the probe for the
+    opening, serve the new era, and refuse every later request for its missing `_meta`."""
 
     def __init__(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot
@@ -66,6 +72,8 @@ class _Handshake:
         if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
             return None
         method, params = message.get("method"), message.get("params")
+        if method == "initialize" and self.answers is None:
+            self._forget_before(line)
         if "id" not in message:
             return b"" if self.answers is not None and isinstance(method, str) else None
         request_id = message["id"]
@@ -78,6 +86,12 @@ class _Handshake:
             return None
         self.answered_ids.add(request_id)
         return _line({"jsonrpc": "2.0", "id": request_id, **entry})
+
+    def _forget_before(self, line: bytes) -> None:
+        """LINE opens the connection: what came before it was abandoned by the client."""
+        self.lines = [line]
+        self.answered_ids.clear()
+        self.acknowledged.clear()
 
     def _entry(self, method: object, params: object) -> dict[str, Any] | None:
         if method == "initialize" and self.answers is None and isinstance(params, dict):
