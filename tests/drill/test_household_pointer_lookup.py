@@ -12,6 +12,8 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,45 +43,40 @@ def drill_lookup(mark: str) -> subprocess.CompletedProcess[str]:
         capture_output=True, text=True, env=env, timeout=60, check=False, cwd=HOUSEHOLD)
 
 
-def test_a_runner_inside_a_subshell_is_still_one_runner(tmp_path: Path) -> None:
+@contextmanager
+def bash_runners(tmp_path: Path, body: str, count: int) -> Iterator[tuple[str, list[int]]]:
+    """COUNT runners, each `bash` on a script of BODY whose name holds a mark of its own; once
+    two bash processes with the mark run, the mark and the runners' pids. Killed after."""
     mark = f"pointer_runner-DO-NOT-CREATE-{uuid.uuid4().hex}.sh"
     script = tmp_path / mark
-    # The subshell is a fork of the runner that stays a while, as a fork before exec does
-    # briefly; the `:` after sleep keeps bash from exec'ing sleep in place of the subshell.
-    script.write_text("( sleep 60; : )\n")
-    runner = subprocess.Popen(["bash", str(script)], start_new_session=True)
-    try:
-        deadline = time.monotonic() + 30
-        while len(bash_with(mark)) < 2:
-            assert time.monotonic() < deadline, "the runner's subshell never started"
-            time.sleep(0.05)
-
-        found = drill_lookup(mark)
-
-        assert found.returncode == 0, found.stderr
-        assert int(found.stdout) == runner.pid
-    finally:
-        os.killpg(runner.pid, signal.SIGKILL)
-        runner.wait()
-
-
-def test_two_runners_are_reported(tmp_path: Path) -> None:
-    mark = f"pointer_runner-DO-NOT-CREATE-{uuid.uuid4().hex}.sh"
-    script = tmp_path / mark
-    script.write_text("sleep 60\n")
+    script.write_text(body)
     runners = [subprocess.Popen(["bash", str(script)], start_new_session=True)
-               for _ in range(2)]
+               for _ in range(count)]
     try:
         deadline = time.monotonic() + 30
         while len(bash_with(mark)) < 2:
-            assert time.monotonic() < deadline, "the runners never started"
+            assert time.monotonic() < deadline, f"two bash processes never ran {body!r}"
             time.sleep(0.05)
-
-        found = drill_lookup(mark)
-
-        assert found.returncode != 0
-        assert "2 pointer runners run" in found.stderr
+        yield mark, [runner.pid for runner in runners]
     finally:
         for runner in runners:
             os.killpg(runner.pid, signal.SIGKILL)
             runner.wait()
+
+
+def test_a_runner_inside_a_subshell_is_still_one_runner(tmp_path: Path) -> None:
+    # The subshell is a fork of the runner that stays a while, as a fork before exec does
+    # briefly; the `:` after sleep keeps bash from exec'ing sleep in place of the subshell.
+    with bash_runners(tmp_path, "( sleep 60; : )\n", 1) as (mark, [runner]):
+        found = drill_lookup(mark)
+
+    assert found.returncode == 0, found.stderr
+    assert int(found.stdout) == runner
+
+
+def test_two_runners_are_reported(tmp_path: Path) -> None:
+    with bash_runners(tmp_path, "sleep 60\n", 2) as (mark, _):
+        found = drill_lookup(mark)
+
+    assert found.returncode != 0
+    assert "2 pointer runners run" in found.stderr
