@@ -88,7 +88,8 @@ def test_happy_path(config: Config, store: OperationStore, base: HarnessBase,
     assert op.dirty_at_prepare["total_bytes"] > 0
     assert [h.to_status for h in op.history] == [S.scheduled, S.running, S.verifying,
                                                   S.activating, S.activated]
-    assert steps == ["to_running", "read_identity", "check_start", "snapshot_transcripts",
+    assert steps == ["to_running", "check_activation", "read_identity", "check_start",
+                     "snapshot_transcripts",
                      "wait_stop_recorded", "backup", "plan", "wait_stable",
                      "reserve_candidate", "write_candidate", "to_verifying",
                      "verify", "check_source", "check_identity", "check_transcripts",

@@ -24,6 +24,7 @@ import pytest
 
 from kael_thread_rebuild.claude_code import registry
 from kael_thread_rebuild.config import Config
+from kael_thread_rebuild.doctor.runner import run_doctor
 from kael_thread_rebuild.operations import service
 from kael_thread_rebuild.operations.model import OperationStatus
 from kael_thread_rebuild.operations.store import OperationStore
@@ -256,6 +257,30 @@ def test_the_worker_refuses_when_the_unit_restarted_behind_its_back(stage: Stage
     assert stage.pointer.read_text() == f"{SESSION}\n"  # nothing switched
     assert [p.stem for p in stage.claude.project_dir.glob("*.jsonl")] == [SESSION]
     stage.wait_running(SESSION)
+
+
+def test_a_symlinked_pointer_is_refused_before_anything_is_touched(stage: Stage) -> None:
+    """The unit reads the pointer through a symlink; the switch would replace the link, not the
+    file: doctor says so, and the worker refuses at prepare (no backup, no candidate, the unit
+    and the pointer as they were) instead of failing at activation."""
+    write_source(stage.config)
+    stage.start_on(SESSION)
+    real = stage.pointer.with_name("real-pointer")
+    stage.pointer.rename(real)
+    stage.pointer.symlink_to(real)
+    base, store = stage.base(), OperationStore(stage.config.state_dir)
+    before = base.identity()
+    refusal = f"pointer file {stage.pointer} is a symlink; configure the real file's path"
+    check = next(c for c in run_doctor(stage.config).checks if c.name == "activation")
+    assert not check.ok and check.detail == refusal, check
+
+    op = run_operation(stage.config, store, base, _scheduled(stage.config, base))
+    assert op.status is OperationStatus.failed
+    assert op.error == f"the switch could not act on the target: {refusal}"
+    assert op.backup_path is None and op.new_session_id is None and op.switch_target is None
+    assert [p.stem for p in stage.claude.project_dir.glob("*.jsonl")] == [SESSION]
+    assert stage.pointer.is_symlink() and real.read_text() == f"{SESSION}\n"
+    assert base.identity().token == before.token
 
 
 def submit_on(fifo: Path, text: str, submitted: Callable[[], bool]) -> int:

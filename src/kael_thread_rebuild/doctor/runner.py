@@ -17,7 +17,7 @@ from .mcp import check_mcp_server
 from .mcp_live import check_mcp_loaded
 from .model import Check, DoctorReport, failed
 from .resume import check_resume_command, check_resume_start
-from .target import check_claude_version, check_session, check_target
+from .target import check_activation, check_claude_version, check_session, check_target
 
 #: An unsettled operation that has not changed for this long is reported as stuck.
 STUCK_AFTER = timedelta(minutes=10)
@@ -30,6 +30,7 @@ CHECKS: tuple[CheckFn, ...] = (
     check_claude_workdir,
     check_state_dir,
     check_target,
+    check_activation,
     check_session,
     check_resume_command,
     check_resume_start,

@@ -1,22 +1,34 @@
-"""Target and identity: the session the base runs, that it is the newest transcript, and the
-version of the Claude Code running it."""
+"""Target and identity: the session the base runs, that a switch can act on it (replace the
+pointer, restart the unit), that it is the newest transcript, and the version of the Claude Code
+running it."""
 
 from __future__ import annotations
+
+import os
 
 from ..claude_code import live as claude_live
 from ..claude_code import registry
 from ..config import Activation, Config
+from ..operations.switchover import activation_problem
+from ..switching.pointer import replace_problem
 from .facts import Facts
 from .model import Check, failed, passed, skipped, warned
 
 
-def check_target(facts: Facts) -> Check:
-    name = "target"
+def _pointer_unmounted(facts: Facts, name: str) -> Check | None:
     pointer = facts.config.resume_pointer_path
     if pointer is not None and str(pointer.parent) in facts.unmounted:
         return skipped(name, f"not checked here: {pointer.parent} is not mounted in this "
                              "container (the MCP server only reads); image/run-doctor.sh and the "
                              "installer's doctor check it")
+    return None
+
+
+def check_target(facts: Facts) -> Check:
+    name = "target"
+    unmounted = _pointer_unmounted(facts, name)
+    if unmounted is not None:
+        return unmounted
     base, identity = facts.base, facts.identity
     if isinstance(base, str):
         return failed(name, base, "choose activation 'tmux' or 'pointer'")
@@ -29,6 +41,40 @@ def check_target(facts: Facts) -> Check:
         return failed(name, f"{base.name} {shown}: not running a session",
                       target_fix(facts.config))
     return passed(name, f"{base.name} {shown}")
+
+
+def check_activation(facts: Facts) -> Check:
+    """What the switch itself will do to the target is allowed to this uid, asked the way the
+    switch does it and without changing anything: the pointer is a regular file it can replace
+    (a rename in its directory), and systemd lets it restart the unit."""
+    name, config, base = "activation", facts.config, facts.base
+    unmounted = _pointer_unmounted(facts, name)
+    if unmounted is not None:
+        return unmounted
+    if isinstance(base, str):
+        return skipped(name, "not checked: there is no target (see target)")
+    pointer = config.resume_pointer_path
+    if pointer is not None and (problem := replace_problem(pointer)):
+        return failed(name, problem, f"make {pointer} a regular file (or nothing yet) in a "
+                                     "directory this uid can write, and name that path in "
+                                     "resume_pointer_path")
+    problem = activation_problem(base)
+    if problem:
+        return failed(name, problem, _restart_fix(config))
+    if config.activation is Activation.systemd:
+        return passed(name, f"this uid may restart {config.systemd_unit} (systemd asked without "
+                            f"restarting it) and can replace the pointer {pointer}")
+    if config.activation is Activation.pointer:
+        return passed(name, f"this uid can replace the pointer {pointer}")
+    return passed(name, "the tmux base respawns the pane the target check reads")
+
+
+def _restart_fix(config: Config) -> str:
+    if config.activation is not Activation.systemd:
+        return "see the target check"
+    return (f"let this uid ({os.geteuid()}) restart {config.systemd_unit}: the polkit rule of "
+            "examples/systemd/README.md for its user, this unit and the verb restart (package "
+            "polkitd); or run Claude Code as a user unit of this uid (systemd_bus = \"user\")")
 
 
 def target_fix(config: Config) -> str:

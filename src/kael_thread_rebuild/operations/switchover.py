@@ -52,6 +52,15 @@ def start_problem(base: SwitchBase, session_id: str) -> str:
         return f"cannot check that resume_command starts: {exc}"
 
 
+def activation_problem(base: SwitchBase) -> str:
+    """Why the switch could not act on the target (replace the pointer, restart the unit); a
+    base that cannot tell says why too (never read as "go ahead")."""
+    try:
+        return base.activation_problem()
+    except KaelError as exc:
+        return f"cannot check that the switch can act on the target: {exc}"
+
+
 def switch_done(base: SwitchBase) -> None:
     """Undo what only the switch needed; a target that cannot be reached keeps it (harmless)."""
     with contextlib.suppress(KaelError):

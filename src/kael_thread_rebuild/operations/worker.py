@@ -2,13 +2,13 @@
 tree: prepare, verify, check, switch, confirm, fall back; and recovery of what a dead worker left.
 
 Every named step and every state change first calls `on_step(name)` (fault-injection tests kill
-the worker there). Step names, in order of a rebuild: to_running, read_identity, check_start,
-snapshot_transcripts, wait_stop_recorded, backup, plan, wait_stable (the last three repeat if
-the file moved meanwhile; no plan of a copy made while it moved), reserve_candidate,
-write_candidate, to_verifying, verify, check_source, check_identity, check_transcripts,
-to_activating, switch, health, archive_manifest, to_activated. Falling back: switch_back,
-health_old, (move_candidate when the old session came back,) to_rolled_back | to_failed.
-Refusing before the switch: move_candidate, to_failed. A rollback: (wait_stop_recorded,
+the worker there). Step names, in order of a rebuild: to_running, check_activation,
+read_identity, check_start, snapshot_transcripts, wait_stop_recorded, backup, plan, wait_stable
+(the last three repeat if the file moved meanwhile; no plan of a copy made while it moved),
+reserve_candidate, write_candidate, to_verifying, verify, check_source, check_identity,
+check_transcripts, to_activating, switch, health, archive_manifest, to_activated. Falling back:
+switch_back, health_old, (move_candidate when the old session came back,) to_rolled_back |
+to_failed. Refusing before the switch: move_candidate, to_failed. A rollback: (wait_stop_recorded,
 wait_stable after its Stop,) check_identity, switch_back, health_old, (move_candidate after a
 failed start,) to_rolled_back (failing: switch, health, to_failed).
 
@@ -52,6 +52,7 @@ from .files import (
 from .model import Operation, OperationStatus
 from .store import OperationStore
 from .switchover import (
+    activation_problem,
     health_problem,
     read_identity,
     read_running,
@@ -158,6 +159,10 @@ class _Run:
 
     def prepare(self) -> None:
         source = self.in_project(_need(self.op.source_path, "the source transcript path"))
+        self.step("check_activation")
+        problem = activation_problem(self.base)
+        if problem:
+            raise _Abort(f"the switch could not act on the target: {problem}")
         self.step("read_identity")
         try:
             identity = self.base.identity()

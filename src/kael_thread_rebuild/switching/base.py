@@ -43,5 +43,9 @@ class SwitchBase(Protocol):
         """Why the command that would run SESSION_ID cannot be started in the environment the
         base starts it in, in one line; empty when it can (or when the base starts nothing)."""
 
+    def activation_problem(self) -> str:
+        """Why a switch could not act on the target from this process (replace the pointer,
+        restart the unit), in one line; empty when it can. Asked before anything is touched."""
+
     def switch_done(self) -> None:
         """The target runs a healthy session again: undo what only the switch needed."""

@@ -1,9 +1,10 @@
 """A small blocking client for systemd's manager on D-Bus, over jeepney (pure Python).
 
-Only what the systemd base needs: load a unit, read its state and its processes, restart it and
-wait for the restart job's result. Messages are built and read by pure functions; `SystemdManager`
-sends them. Use one connection per task (`with SystemdManager(...) as manager:`): a connection
-held for days would outlive a restarted bus broker.
+Only what the systemd base needs: load a unit, read its state and its processes, ask whether this
+uid may restart it, restart it and wait for the restart job's result. Messages are built and read
+by pure functions; `SystemdManager` sends them. Use one connection per task (`with
+SystemdManager(...) as manager:`): a connection held for days would outlive a restarted bus
+broker.
 
 Every failure is a `SystemdError` whose message is one line naming the bus, the unit and what to
 do about it.
@@ -49,6 +50,12 @@ _ACCESS_DENIED = frozenset({
     "org.freedesktop.DBus.Error.AccessDenied",
     "org.freedesktop.DBus.Error.InteractiveAuthorizationRequired",
 })
+#: What systemd answers a restart in job mode "isolate", once it has checked that the caller may
+#: restart the unit (polkit's `manage-units` with the unit and verb "restart", as for the switch's
+#: own RestartUnit): "Isolate is only valid for start.", and no job is queued. polkit itself cannot
+#: be asked the same question by this uid: only root may pass it the unit and verb a rule reads.
+PROBE_MODE = "isolate"
+_PROBE_REFUSED = frozenset({"org.freedesktop.DBus.Error.InvalidArgs"})
 _NO_UNIT = frozenset({"org.freedesktop.systemd1.NoSuchUnit", "org.freedesktop.systemd1.LoadFailed"})
 _SUBSCRIBED = frozenset({"org.freedesktop.systemd1.AlreadySubscribed"})
 _NO_SYSTEMD = frozenset({
@@ -347,6 +354,16 @@ class SystemdManager:
         """Every process in the unit's control group (pids in systemd's pid namespace)."""
         body = self._send(get_unit_processes(unit), f"list the processes of {unit}", unit)
         return parse_processes(body)
+
+    def may_restart(self, unit: str) -> None:
+        """Whether this uid may restart UNIT, asked the way the switch restarts it and answered
+        by systemd without restarting anything (`PROBE_MODE`); AccessDenied when it may not."""
+        job = self._send(restart_unit(unit, PROBE_MODE), f"restart {unit}", unit,
+                         tolerate=_PROBE_REFUSED)
+        if job:  # never seen: a systemd that queued it would restart the unit
+            raise SystemdError(f"systemd on {self.label} accepted a restart of {unit} in job mode "
+                               f"{PROBE_MODE!r} (job {job[0]}); it cannot be asked whether this "
+                               "uid may restart the unit")
 
     def restart(self, unit: str, timeout: float) -> JobRemoved:
         """Restart UNIT and wait until its job is removed; JobFailed unless the result is "done"."""

@@ -11,6 +11,7 @@ itself, not the file the runner reads through it.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import stat
 from importlib import resources
@@ -76,6 +77,37 @@ def write_pointer(path: Path, session_id: str) -> None:
         raise PointerError(f"pointer file {path} cannot be written: {exc.strerror}") from None
 
 
+def replace_problem(path: Path) -> str:
+    """Why `write_pointer` could not replace PATH from this uid, in one line; empty when it can.
+
+    PATH must be a regular file (or not exist yet), never a symlink, in a directory this uid may
+    write and search: the new content is renamed over the file. In a sticky directory (`/tmp`)
+    the file or the directory must be this uid's too."""
+    try:
+        info: os.stat_result | None = path.lstat()
+    except FileNotFoundError:
+        info = None
+    except OSError as exc:
+        return f"pointer file {path} cannot be reached: {exc.strerror}"
+    if info is not None and stat.S_ISLNK(info.st_mode):
+        return f"pointer file {path} is a symlink; configure the real file's path"
+    if info is not None and not stat.S_ISREG(info.st_mode):
+        return f"pointer file {path} is not a regular file"
+    directory, uid = path.parent, os.geteuid()
+    try:
+        folder = directory.stat()
+    except OSError as exc:
+        return f"the pointer's directory {directory} cannot be reached: {exc.strerror}"
+    if not os.access(directory, os.W_OK | os.X_OK):
+        return (f"the pointer's directory {directory} is not writable by uid {uid}: a switch "
+                "replaces the pointer file by a rename there")
+    if (info is not None and folder.st_mode & stat.S_ISVTX
+            and uid not in (0, info.st_uid, folder.st_uid)):
+        return (f"pointer file {path} belongs to uid {info.st_uid} in the sticky directory "
+                f"{directory}: uid {uid} cannot replace it")
+    return ""
+
+
 def runner_script() -> str:
     """The text of the reference runner shipped with the package."""
     return (resources.files(__package__) / RUNNER_SCRIPT).read_text(encoding="utf-8")
@@ -113,6 +145,9 @@ class PointerBase:
     def start_problem(self, session_id: str) -> str:
         """The runner starts Claude Code with its own command; nothing to check from here."""
         return ""
+
+    def activation_problem(self) -> str:
+        return replace_problem(self.path)
 
     def switch_done(self) -> None:
         """Nothing to undo: the pointer is all a switch changes."""

@@ -24,6 +24,7 @@ from ..config import Config
 from ..errors import Refused
 from .base import Identity
 from .dbus import (
+    AccessDenied,
     BusUnreachable,
     ExecCommand,
     SystemdManager,
@@ -31,7 +32,7 @@ from .dbus import (
     UnitState,
     bus_address,
 )
-from .pointer import PointerError, read_pointer, session_in, write_pointer
+from .pointer import PointerError, read_pointer, replace_problem, session_in, write_pointer
 
 #: Longer than systemd's default stop timeout (90 s) plus a start.
 RESTART_TIMEOUT_SECONDS = 120.0
@@ -151,6 +152,19 @@ class SystemdBase:
             commands = manager.exec_start(self.unit)
             running = manager.unit_state(self.unit).running
         return start_problems(self.unit, commands, running)
+
+    def activation_problem(self) -> str:
+        """The pointer is a file this uid can replace, and systemd lets this uid restart the
+        unit (asked without restarting it: `SystemdManager.may_restart`)."""
+        problem = replace_problem(self.pointer)
+        if problem:
+            return problem
+        with self._manager() as manager:
+            try:
+                manager.may_restart(self.unit)
+            except AccessDenied as exc:
+                return str(exc)
+        return ""
 
     def switch_done(self) -> None:
         """Nothing to undo: a unit restarts on its own settings."""

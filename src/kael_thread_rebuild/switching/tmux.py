@@ -270,6 +270,10 @@ class TmuxBase:
             raise TmuxError(f"tmux if-shell gave an answer this version cannot read: {answer!r}")
         return answer == "yes"
 
+    def activation_problem(self) -> str:
+        """Respawning the pane needs nothing beyond the socket that the identity is read over."""
+        return ""
+
     def switch_done(self) -> None:
         pane = self.pane()
         kept = self._pane_option(pane, _KEPT_OPTION)
