@@ -17,6 +17,7 @@ from kael_thread_rebuild.errors import KaelError
 from kael_thread_rebuild.operations import service
 from kael_thread_rebuild.operations.model import Operation
 from kael_thread_rebuild.operations.stop_input import StopHookInput
+from kael_thread_rebuild.switching.base import StepHook
 from kael_thread_rebuild.switching.pointer import PointerBase
 from tests.builder import SESSION, TranscriptBuilder
 
@@ -51,7 +52,7 @@ class HarnessBase(PointerBase):
             return None
         return super().running_session()
 
-    def switch_to(self, session_id: str) -> list[str]:
+    def switch_to(self, session_id: str, step: StepHook | None = None) -> list[str]:
         with (self.control / "switches.log").open("a") as log:
             log.write(session_id + "\n")
         refused = session_id in self._listed("switch-fails") or (
@@ -59,7 +60,7 @@ class HarnessBase(PointerBase):
             and session_id not in self._listed("switch-only"))
         if refused:
             raise KaelError(f"cannot switch to {session_id}")
-        return super().switch_to(session_id)
+        return super().switch_to(session_id, step)
 
     def switches(self) -> list[str]:
         log = self.control / "switches.log"

@@ -112,9 +112,10 @@ SCENARIOS = {
 }
 
 
-def run_killed_at(env: Env, op: Operation, kill_at: int | None,
+def run_killed_at(env: Env, op: Operation, kill_at: int | str | None,
                   during: Callable[[str], None]) -> tuple[int | None, list[str]]:
-    """Run the worker in a forked child that SIGKILLs itself before step number KILL_AT."""
+    """Run the worker in a forked child that SIGKILLs itself before step number KILL_AT (or
+    the first step of that name)."""
     ctx = multiprocessing.get_context("fork")
     steps_file = env.config.state_dir.parent / "steps.log"
 
@@ -126,7 +127,7 @@ def run_killed_at(env: Env, op: Operation, kill_at: int | None,
             during(name)
             with steps_file.open("a") as log:
                 log.write(name + "\n")
-            if count == kill_at:
+            if kill_at in (count, name):
                 os.kill(os.getpid(), signal.SIGKILL)
             count += 1
 
@@ -210,7 +211,7 @@ def test_recover_removes_half_written_files(make_config: ConfigFactory, tmp_path
             for path in junk:
                 path.write_text("half")
 
-    code, steps = run_killed_at(env, op, 9, half_written)
+    code, steps = run_killed_at(env, op, "write_candidate", half_written)
     assert code == -signal.SIGKILL and steps[-1] == "write_candidate"
     assert leftovers(env.config.project_dir, env.config.state_dir)
     worker.recover(env.config, env.store, env.fresh_base())

@@ -298,6 +298,10 @@ def test_new_dies_and_old_cannot_be_resumed(config: Config, store: OperationStor
     assert f"resuming the old session failed too: switching to session {SESSION} failed" \
         in op.error
     assert base.switches() == [op.new_session_id, SESSION]
+    # The pointer still names the new session (its runner would resume it): it stays.
+    assert base.pointer() == op.new_session_id
+    assert op.candidate_path == str(config.project_dir / f"{op.new_session_id}.jsonl")
+    assert Path(op.candidate_path).is_file()
 
 
 def test_switch_to_new_fails(config: Config, store: OperationStore, base: HarnessBase,
@@ -305,9 +309,15 @@ def test_switch_to_new_fails(config: Config, store: OperationStore, base: Harnes
     op = scheduled(config, base)
     base.set("switch-only", SESSION)
     op = run(config, store, base, op)
-    assert op.status is S.rolled_back and op.rollback_ok is True
-    assert op.error.startswith(f"switching to session {op.new_session_id} failed")
+    # The refused switch changed nothing: no switch back, no failure of one.
+    assert op.status is S.failed and op.rollback_ok is None
+    new = op.new_session_id
+    assert op.error == (f"switching to session {new} failed: cannot switch to {new}; nothing "
+                        f"was switched: the old session {SESSION} still runs")
+    assert op.history[-1].note == "nothing switched"
+    assert base.switches() == [new]
     assert op.resume_argv is None and base.pointer() == SESSION
+    assert_candidate_kept_in_state(config, op)
 
 
 def _activated(config: Config, store: OperationStore, base: HarnessBase) -> Operation:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from ..config import Config
 from ..errors import KaelError
-from ..switching.base import Identity, SwitchBase
+from ..switching.base import Identity, StepHook, SwitchBase
 
 #: How often the health check looks at the target at most (the switch's downtime waits on it).
 HEALTH_POLL_SECONDS = 0.05
@@ -67,10 +67,12 @@ def switch_done(base: SwitchBase) -> None:
         base.switch_done()
 
 
-def switch(base: SwitchBase, session_id: str) -> tuple[list[str] | None, str]:
-    """(argv actually used, problem); the problem is empty when the base accepted the switch."""
+def switch(base: SwitchBase, session_id: str,
+           step: StepHook | None = None) -> tuple[list[str] | None, str]:
+    """(argv actually used, problem); the problem is empty when the base accepted the switch.
+    STEP hears the base's own steps inside the switch."""
     try:
-        return base.switch_to(session_id), ""
+        return base.switch_to(session_id, step), ""
     except KaelError as exc:
         return None, f"switching to session {session_id} failed: {exc}"
 

@@ -7,21 +7,29 @@ read_identity, check_start, snapshot_transcripts, wait_stop_recorded, backup, pl
 (the last three repeat if the file moved meanwhile; no plan of a copy made while it moved),
 reserve_candidate, write_candidate, to_verifying, verify, check_source, check_identity,
 check_transcripts, to_activating, switch, health, archive_manifest, to_activated. Falling back:
-switch_back, health_old, (move_candidate when the old session came back,) to_rolled_back |
-to_failed. Refusing before the switch: move_candidate, to_failed. A rollback: (wait_stop_recorded,
-wait_stable after its Stop,) check_identity, switch_back, health_old, (move_candidate after a
-failed start,) to_rolled_back (failing: switch, health, to_failed).
+switch_back, health_old, move_candidate, to_rolled_back | to_failed. Refusing before the switch:
+move_candidate, to_failed. A rollback: (wait_stop_recorded, wait_stable after its Stop,)
+check_identity, switch_back, health_old, (move_candidate after a failed start,) to_rolled_back
+(failing: switch, health, to_failed).
+
+Inside a switch the base names its own steps between changing something and changing what the
+target runs (the systemd base: `restart`, its pointer written and the unit not yet restarted;
+tmux: `respawn`, the pane kept and not yet respawned). A switch that changed nothing the target
+runs (its identity is the one it had before: the pointer could not be written, the restart was
+not authorised) is given up (`abandon_switch`: the base undoes what it did change) and recorded
+as what it is: nothing switched, the session that ran still runs. Recovery does the same for a
+switch interrupted there.
 
 A candidate that was not used leaves the project dir (Claude Code's `/resume` lists every
-transcript there) for `<state_dir>/candidates/<operation id>/`; its record says where it is.
-Every path built from a record field goes through `files.confined`.
+transcript there) for `<state_dir>/candidates/<operation id>/` on every path that fails, unless
+the target reports running it; its record says where it is. Every path built from a record
+field goes through `files.confined`.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +41,7 @@ from ..errors import KaelError, Refused, StorageError
 from ..fsutil import atomic_copy, fsync_dir
 from ..paths import MANIFEST_SUFFIX
 from ..plan import Plan, PlanReport, build_plan
-from ..switching.base import Identity, SwitchBase
+from ..switching.base import Identity, StepHook, SwitchBase
 from .files import (
     STOP_SUMMARY,
     FileSample,
@@ -61,8 +69,6 @@ from .switchover import (
     switch,
     switch_done,
 )
-
-StepHook = Callable[[str], None]
 
 #: How often the worker looks for the Stop's record in the transcript (the switch waits on it).
 STOP_POLL_SECONDS = 0.05
@@ -300,6 +306,8 @@ class _Run:
         problem = self.bring_up(self.new_id, _TO_NEW)
         if not problem:
             return self.settle_activated("the new session is healthy")
+        if self.unswitched(self.op.identity_before):
+            return self.keep_old(problem)
         return self.restore_old(problem)
 
     # -- a rollback ----------------------------------------------------------------------------
@@ -324,6 +332,8 @@ class _Run:
                              error="rollback not performed: the target changed since activation; "
                                    "the rebuilt session still runs")
         problem = self.bring_up(self.old_id, _TO_OLD)
+        if problem and self.unswitched(self.op.identity_after):
+            return self.keep_new(problem)
         if problem:
             return self.restore_new(f"rollback failed: {problem}")
         if self.op.error:  # the pointer runner could not start the new session: it never ran
@@ -351,7 +361,7 @@ class _Run:
         if not already:
             self.step(switch_step)
             self.update(switch_target=session_id)
-            argv, problem = switch(self.base, session_id)
+            argv, problem = switch(self.base, session_id, self.step)
             if argv is not None:
                 self.update(**{argv_field: argv})
             if problem:
@@ -377,10 +387,13 @@ class _Run:
                              rollback_ok=True, error=f"{problem}; the old session was resumed",
                              identity_after=identity, switch_target=None,
                              **self.move_candidate_out())
+        self.step("move_candidate")
+        kept = {} if identity is not None and identity.running_session_id == self.new_id \
+            else self.move_candidate_out()  # the target runs it: it is that session's transcript
         return self.move(OperationStatus.failed, "the old session did not come back",
                          rollback_ok=False,
                          error=f"{problem}; resuming the old session failed too: {again}",
-                         identity_after=identity, switch_target=None)
+                         identity_after=identity, switch_target=None, **kept)
 
     def restore_new(self, problem: str, known: Identity | None = None) -> Operation:
         again = self.bring_up(self.new_id, _TO_NEW, known)
@@ -389,6 +402,40 @@ class _Run:
         return self.move(OperationStatus.failed, "rollback failed", rollback_ok=False,
                          error=f"{problem}; {outcome}", identity_after=read_identity(self.base),
                          switch_target=None)
+
+    def unswitched(self, before: Identity | None) -> bool:
+        """Whether the target still runs what it ran before the switch (same identity)."""
+        return same_target(read_identity(self.base), before)
+
+    def abandon_switch(self, running: str) -> str:
+        """Undo what a switch changed short of what the target runs, so that its next start
+        runs RUNNING again (the session it runs); the problem, empty when done."""
+        self.step("abandon_switch")
+        try:
+            self.base.abandon_switch(running)
+        except KaelError as exc:
+            return f"undoing the switch failed: {exc}"
+        return ""
+
+    def keep_old(self, problem: str) -> Operation:
+        """The switch to the new session changed nothing the target runs: the old session
+        still runs, and nothing is switched back (a switch back that never had to happen is no
+        failure)."""
+        undo = self.abandon_switch(self.old_id)
+        if undo:
+            return self.restore_old(f"{problem}; {undo}")
+        return self.fail_unswitched(f"{problem}; nothing was switched: the old session "
+                                    f"{self.old_id} still runs")
+
+    def keep_new(self, problem: str) -> Operation:
+        """The rollback's switch changed nothing the target runs: the rebuilt session still
+        runs."""
+        undo = self.abandon_switch(self.new_id)
+        if undo:
+            return self.restore_new(f"rollback failed: {problem}; {undo}")
+        return self.move(OperationStatus.failed, "rollback refused", switch_target=None,
+                         error=f"rollback not performed: {problem}; nothing was switched: the "
+                               f"rebuilt session {self.new_id} still runs")
 
     def fail_unswitched(self, reason: str, conflict: bool = False) -> Operation:
         self.step("move_candidate")
@@ -441,6 +488,7 @@ class _Run:
     # -- recovery ------------------------------------------------------------------------------
 
     def recover(self) -> Operation:
+        self.name_backup()
         status = self.op.status
         if status in _BEFORE_SWITCH:
             return self.fail_unswitched(f"interrupted before switching: the operation was "
@@ -455,13 +503,23 @@ class _Run:
             return self.recover_rollback()
         return self.op
 
+    def name_backup(self) -> None:
+        """A worker stopped between copying the transcript and recording the copy left a backup
+        its record does not name: name it (it is a whole copy: written atomically)."""
+        old = self.op.source_session_id
+        if self.op.backup_path or not old:
+            return
+        folder = confined(self.store.backups_dir, self.op.operation_id)
+        backup = confined(folder, f"{old}.jsonl")
+        if backup.is_file() and not backup.is_symlink():
+            self.update(backup_path=str(backup))
+
     def recover_activating(self) -> Operation:
         target, before = self.op.switch_target, self.op.identity_before
-        unchanged = same_target(read_identity(self.base), before)
-        if target is None or (target == self.new_id and unchanged):
-            if unchanged:
-                return self.fail_unswitched("interrupted before switching: the old session "
-                                            "still runs")
+        unchanged = self.unswitched(before)
+        if unchanged and target in (None, self.new_id):
+            return self.keep_old("interrupted before switching")
+        if target is None:
             return self.fail_unswitched("interrupted before switching, and the target no longer "
                                         "matches the one prepared against", conflict=True)
         if target == self.new_id:
@@ -469,6 +527,7 @@ class _Run:
             problem = health_problem(self.base, self.new_id, self.config,
                                      self.op.base_reports_session)
             if not problem:
+                switch_done(self.base)
                 return self.settle_activated("recovered: the new session runs")
             return self.restore_old(f"interrupted while switching, and the new session is not "
                                     f"healthy: {problem}")
@@ -476,12 +535,10 @@ class _Run:
 
     def recover_rollback(self) -> Operation:
         target, after = self.op.switch_target, self.op.identity_after
-        unchanged = same_target(read_identity(self.base), after)
-        if target is None or (target == self.old_id and unchanged):
-            if unchanged:
-                return self.move(OperationStatus.failed, "recovered",
-                                 error="rollback not performed: interrupted before switching; "
-                                 "the rebuilt session still runs")
+        unchanged = self.unswitched(after)
+        if unchanged and target in (None, self.old_id):
+            return self.keep_new("interrupted before switching")
+        if target is None:
             return self.move(OperationStatus.failed, "recovered", session_conflict=True,
                              error="rollback not performed: the target changed since "
                                    "activation; the rebuilt session still runs")

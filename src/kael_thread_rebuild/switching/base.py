@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
+
+#: Told the name of each step before it is taken (fault-injection tests kill the worker there).
+StepHook = Callable[[str], None]
 
 
 class Identity(BaseModel):
@@ -33,8 +37,15 @@ class SwitchBase(Protocol):
     def alive(self) -> bool:
         """Whether the target currently runs something (pane alive, unit active, pointer set)."""
 
-    def switch_to(self, session_id: str) -> list[str]:
-        """Make the target run SESSION_ID; returns the argv (or pointer content) actually used."""
+    def switch_to(self, session_id: str, step: StepHook | None = None) -> list[str]:
+        """Make the target run SESSION_ID; returns the argv (or pointer content) actually used.
+        STEP is told the base's own step between changing something and changing what the
+        target runs (systemd: `restart`; tmux: `respawn`)."""
+
+    def abandon_switch(self, session_id: str) -> None:
+        """A switch changed nothing the target runs (its identity is the one it had before):
+        undo what it did change, so that the target's next start runs SESSION_ID, the session
+        it runs (systemd: the pointer; tmux: the pane's remain-on-exit, as `switch_done`)."""
 
     def running_session(self) -> str | None:
         """The session id the target's Claude Code reports, where it can be known."""

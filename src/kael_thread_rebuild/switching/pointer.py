@@ -20,7 +20,7 @@ from pathlib import Path
 from ..config import Config
 from ..errors import KaelError, Refused
 from ..fsutil import atomic_write_text
-from .base import Identity
+from .base import Identity, StepHook
 
 NEW_POINTER_MODE = 0o600
 RUNNER_SCRIPT = "pointer_runner.sh"
@@ -108,6 +108,17 @@ def replace_problem(path: Path) -> str:
     return ""
 
 
+def point_back(path: Path, session_id: str) -> None:
+    """Make the pointer name SESSION_ID again, unless it already does (a switch given up
+    before its restart: the pointer may or may not have been written)."""
+    try:
+        if session_in(read_pointer(path)) == session_id:
+            return
+    except PointerError:
+        pass  # gone or unreadable: writing it says why, if it cannot be written either
+    write_pointer(path, session_id)
+
+
 def runner_script() -> str:
     """The text of the reference runner shipped with the package."""
     return (resources.files(__package__) / RUNNER_SCRIPT).read_text(encoding="utf-8")
@@ -132,9 +143,12 @@ class PointerBase:
         except PointerError:
             return False
 
-    def switch_to(self, session_id: str) -> list[str]:
+    def switch_to(self, session_id: str, step: StepHook | None = None) -> list[str]:
         write_pointer(self.path, session_id)
         return [session_id]
+
+    def abandon_switch(self, session_id: str) -> None:
+        """Nothing to undo: the pointer is all a switch changes, and it did not change."""
 
     def running_session(self) -> str | None:
         try:

@@ -22,7 +22,7 @@ from pathlib import Path
 from ..claude_code import registry
 from ..config import Config
 from ..errors import Refused
-from .base import Identity
+from .base import Identity, StepHook
 from .dbus import (
     AccessDenied,
     BusUnreachable,
@@ -32,7 +32,14 @@ from .dbus import (
     UnitState,
     bus_address,
 )
-from .pointer import PointerError, read_pointer, replace_problem, session_in, write_pointer
+from .pointer import (
+    PointerError,
+    point_back,
+    read_pointer,
+    replace_problem,
+    session_in,
+    write_pointer,
+)
 
 #: Longer than systemd's default stop timeout (90 s) plus a start.
 RESTART_TIMEOUT_SECONDS = 120.0
@@ -136,12 +143,18 @@ class SystemdBase:
         except (BusUnreachable, UnitNotFound):
             return False
 
-    def switch_to(self, session_id: str) -> list[str]:
+    def switch_to(self, session_id: str, step: StepHook | None = None) -> list[str]:
         with self._manager() as manager:
             manager.unit_path(self.unit)  # no pointer change for a unit that cannot restart
             write_pointer(self.pointer, session_id)
+            if step is not None:
+                step("restart")
             manager.restart(self.unit, self.restart_timeout)
         return [session_id]
+
+    def abandon_switch(self, session_id: str) -> None:
+        """The unit was not restarted: its pointer names SESSION_ID again."""
+        point_back(self.pointer, session_id)
 
     def running_session(self) -> str | None:
         with self._manager() as manager:

@@ -21,7 +21,8 @@ global or session environment, or be spelled out in `resume_command` (e.g. `env 
 While a switch is under way the pane has `remain-on-exit on` (pane option): a new command that
 exits at once leaves a dead pane, not a closed one (and not a tmux server gone with its last
 pane), so the old session can be respawned in the same place. The pane's own setting comes back
-once a session runs healthily again (`switch_done`).
+once a session runs healthily again (`switch_done`), or when the switch is given up with the
+old process still in the pane (`abandon_switch`, also by recovery after a worker was killed).
 
 The Claude Code process in the pane is part of the identity: Claude Code's registry entry for
 a process under the pane (same pid namespace: checked against `/proc`), or, from another pid
@@ -42,7 +43,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from ..claude_code import registry
 from ..config import Config
 from ..errors import KaelError, Refused
-from .base import Identity
+from .base import Identity, StepHook
 
 TMUX_TIMEOUT_SECONDS = 10.0
 #: tmux's PATH for a pane when neither the session nor the global environment has one.
@@ -227,12 +228,14 @@ class TmuxBase:
         except (PaneGone, TmuxUnreachable):
             return False
 
-    def switch_to(self, session_id: str) -> list[str]:
+    def switch_to(self, session_id: str, step: StepHook | None = None) -> list[str]:
         workdir = self._workdir()
         pane = self.pane()
         argv = self._config.resume_argv(session_id)
         path = self.pane_path(pane)
         self._keep_pane(pane)
+        if step is not None:
+            step("respawn")
         # One shell-command word: tmux runs it with `default-shell -c` on every version, whereas
         # several words are exec'd directly only since tmux 3.0 and joined unquoted before.
         # tmux expands formats in -c, where "##" stands for "#".
@@ -273,6 +276,11 @@ class TmuxBase:
     def activation_problem(self) -> str:
         """Respawning the pane needs nothing beyond the socket that the identity is read over."""
         return ""
+
+    def abandon_switch(self, session_id: str) -> None:
+        """The pane still runs SESSION_ID: all a switch changed short of that is the pane's
+        remain-on-exit."""
+        self.switch_done()
 
     def switch_done(self) -> None:
         pane = self.pane()
