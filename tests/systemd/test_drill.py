@@ -13,6 +13,7 @@ import itertools
 import json
 import os
 import subprocess
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -281,6 +282,85 @@ def test_a_symlinked_pointer_is_refused_before_anything_is_touched(stage: Stage)
     assert [p.stem for p in stage.claude.project_dir.glob("*.jsonl")] == [SESSION]
     assert stage.pointer.is_symlink() and real.read_text() == f"{SESSION}\n"
     assert base.identity().token == before.token
+
+
+def _in_the_health_window(stage: Stage, *systemctl: str) -> tuple[Callable[[str], None],
+                                                                  threading.Thread]:
+    """A step hook that runs `systemctl SYSTEMCTL… <unit>` as the household's admin would, 0.3 s
+    into the health window of the switch to the new session (the window is 1 s)."""
+    def act() -> None:
+        time.sleep(0.3)
+        stage.household.systemctl(*systemctl, stage.unit)
+
+    acting = threading.Thread(target=act)
+
+    def on_step(step: str) -> None:
+        if step == "health" and not acting.is_alive() and acting.ident is None:
+            acting.start()
+
+    return on_step, acting
+
+
+def _unit_state(stage: Stage) -> str:
+    return stage.household.systemctl("is-active", stage.unit, check=False).stdout.strip()
+
+
+def test_an_admins_stop_during_the_switch_is_respected(stage: Stage) -> None:
+    write_source(stage.config)
+    stage.start_on(SESSION)
+    base, store = stage.base(), OperationStore(stage.config.state_dir)
+    on_step, stopping = _in_the_health_window(stage, "stop")
+
+    op = run_operation(stage.config, store, base, _scheduled(stage.config, base), on_step)
+    stopping.join()
+    print(f"systemd drill: after the admin's stop: {op.status.value}: {op.error}")
+    assert op.status is OperationStatus.failed, op.error
+    assert op.history[-1].note == "stopped from outside"
+    assert "the target was stopped from outside during the switch" in op.error
+    assert op.error.endswith(f"it is left stopped, not started again; its next start resumes "
+                             f"the old session {SESSION}")
+    assert _unit_state(stage) == "inactive"  # not started again
+    assert stage.pointer.read_text() == f"{SESSION}\n"
+    assert [p.stem for p in stage.claude.project_dir.glob("*.jsonl")] == [SESSION]
+    assert op.candidate_path is not None and Path(op.candidate_path).is_file()
+    stage.household.systemctl("start", stage.unit)  # the admin's next start: the old session
+    stage.wait_running(SESSION)
+
+
+def test_an_admins_restart_in_the_health_window_is_not_a_crash(stage: Stage) -> None:
+    # A start that takes half a second (a household's ExecStartPre): the restart is seen.
+    stage.household.write(f"/etc/systemd/system/{stage.unit}.d/slow-start.conf",
+                          "[Service]\nExecStartPre=/bin/sleep 0.5\n")
+    stage.household.systemctl("daemon-reload")
+    write_source(stage.config)
+    stage.start_on(SESSION)
+    base, store = stage.base(), OperationStore(stage.config.state_dir)
+    on_step, restarting = _in_the_health_window(stage, "restart")
+
+    op = run_operation(stage.config, store, base, _scheduled(stage.config, base), on_step)
+    restarting.join()
+    assert op.status is OperationStatus.activated, op.error
+    new = op.new_session_id
+    assert new is not None and base.running_session() == new
+    # Started twice on the new session: by the switch, then by the admin's restart.
+    starts = stage.household.journal(stage.unit).count(f"claude-start: resuming session {new}")
+    assert starts == 2, stage.household.journal(stage.unit)
+
+
+def test_a_crash_in_the_health_window_is_still_a_crash(stage: Stage) -> None:
+    """systemd restarts a crashed unit by itself (Restart=on-failure) onto the same pointer:
+    that is no restart from outside; the new session is not healthy."""
+    write_source(stage.config)
+    stage.start_on(SESSION)
+    base, store = stage.base(), OperationStore(stage.config.state_dir)
+    on_step, killing = _in_the_health_window(stage, "kill", "--signal", "KILL")
+
+    op = run_operation(stage.config, store, base, _scheduled(stage.config, base), on_step)
+    killing.join()
+    assert op.status is OperationStatus.rolled_back, op.error
+    assert op.error.startswith(f"the target is not alive after switching to session "
+                               f"{op.new_session_id}")
+    stage.wait_running(SESSION)
 
 
 def submit_on(fifo: Path, text: str, submitted: Callable[[], bool]) -> int:

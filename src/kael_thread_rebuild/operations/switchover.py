@@ -43,6 +43,20 @@ def is_alive(base: SwitchBase) -> bool:
         return False
 
 
+def is_restarting(base: SwitchBase) -> bool:
+    try:
+        return base.restarting()
+    except KaelError:
+        return False
+
+
+def stopped_from_outside(base: SwitchBase) -> str:
+    try:
+        return base.stopped_from_outside()
+    except KaelError:
+        return ""
+
+
 def start_problem(base: SwitchBase, session_id: str) -> str:
     """Why the base could not start SESSION_ID's command; a base that cannot tell says why too
     (never read as "go ahead")."""
@@ -83,14 +97,26 @@ def health_problem(base: SwitchBase, session_id: str, config: Config, must_repor
 
     When the base could report the running session at prepare (MUST_REPORT), it must report
     SESSION_ID within the health timeout; otherwise being alive for the window is all it can
-    prove. A target that dies is unhealthy at once.
+    prove. A target that dies is unhealthy at once, unless it is being restarted from outside
+    (an admin's `systemctl restart` starts the session its pointer names: this one); once it
+    is up again, it gets a window of its own.
     """
     start = time.monotonic()
     window_end = start + config.health_window_seconds
     deadline = start + max(config.health_timeout_seconds, config.health_window_seconds)
+    pause = min(config.poll_interval_seconds, HEALTH_POLL_SECONDS)
+    restarted = False
     while True:
         if not is_alive(base):
-            return f"the target is not alive after switching to session {session_id}"
+            if time.monotonic() >= deadline or not is_restarting(base):
+                return f"the target is not alive after switching to session {session_id}"
+            restarted = True  # from outside, onto the same session: not a crash
+            sleep(pause)
+            continue
+        if restarted:  # the restarted process has a window of its own
+            restarted = False
+            window_end = max(window_end, time.monotonic() + config.health_window_seconds)
+            deadline = max(deadline, window_end)
         running = read_running(base)
         now = time.monotonic()
         if now >= window_end and (running == session_id
@@ -101,5 +127,4 @@ def health_problem(base: SwitchBase, session_id: str, config: Config, must_repor
                     f"{config.health_timeout_seconds:g} s (it reports {running or 'none'})")
         # The session is down until this says healthy: look often, and again when the window
         # ends rather than up to a poll later.
-        pause = min(config.poll_interval_seconds, HEALTH_POLL_SECONDS)
         sleep(min(pause, window_end - now) if now < window_end else pause)

@@ -66,6 +66,7 @@ from .switchover import (
     read_running,
     same_target,
     start_problem,
+    stopped_from_outside,
     switch,
     switch_done,
 )
@@ -308,6 +309,9 @@ class _Run:
             return self.settle_activated("the new session is healthy")
         if self.unswitched(self.op.identity_before):
             return self.keep_old(problem)
+        stopped = stopped_from_outside(self.base)
+        if stopped:
+            return self.keep_stopped(problem, stopped)
         return self.restore_old(problem)
 
     # -- a rollback ----------------------------------------------------------------------------
@@ -436,6 +440,21 @@ class _Run:
         return self.move(OperationStatus.failed, "rollback refused", switch_target=None,
                          error=f"rollback not performed: {problem}; nothing was switched: the "
                                f"rebuilt session {self.new_id} still runs")
+
+    def keep_stopped(self, problem: str, stopped: str) -> Operation:
+        """Someone stopped the target during the switch (an admin's `systemctl stop`): it is
+        not started again; its next start resumes the old session, as before the switch."""
+        undo = self.abandon_switch(self.old_id)
+        if undo:  # its next start resumes the new session: the candidate stays where it is
+            after, kept = f"its next start resumes session {self.new_id} ({undo})", {}
+        else:
+            self.step("move_candidate")
+            after = f"its next start resumes the old session {self.old_id}"
+            kept = self.move_candidate_out()
+        return self.move(OperationStatus.failed, "stopped from outside", switch_target=None,
+                         error=f"{problem}; the target was stopped from outside during the "
+                               f"switch ({stopped}): it is left stopped, not started again; "
+                               f"{after}", identity_after=read_identity(self.base), **kept)
 
     def fail_unswitched(self, reason: str, conflict: bool = False) -> Operation:
         self.step("move_candidate")

@@ -58,5 +58,14 @@ class SwitchBase(Protocol):
         """Why a switch could not act on the target from this process (replace the pointer,
         restart the unit), in one line; empty when it can. Asked before anything is touched."""
 
+    def stopped_from_outside(self) -> str:
+        """Why a target that is down was stopped on purpose from outside the engine (an admin's
+        `systemctl stop`), in one line: a switch then leaves it stopped. Empty when it was not,
+        or when the base cannot tell."""
+
+    def restarting(self) -> bool:
+        """Whether a target that is down is being restarted from outside the engine (an admin's
+        `systemctl restart`), not crashed: the health check waits for it."""
+
     def switch_done(self) -> None:
         """The target runs a healthy session again: undo what only the switch needed."""

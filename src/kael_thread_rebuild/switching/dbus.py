@@ -40,6 +40,7 @@ MANAGER_PATH = "/org/freedesktop/systemd1"
 MANAGER = "org.freedesktop.systemd1.Manager"
 UNIT = "org.freedesktop.systemd1.Unit"
 SERVICE = "org.freedesktop.systemd1.Service"
+JOB = "org.freedesktop.systemd1.Job"
 PROPERTIES = "org.freedesktop.DBus.Properties"
 
 SYSTEM_BUS_DEFAULT = "unix:path=/run/dbus/system_bus_socket"
@@ -56,6 +57,8 @@ _ACCESS_DENIED = frozenset({
 #: be asked the same question by this uid: only root may pass it the unit and verb a rule reads.
 PROBE_MODE = "isolate"
 _PROBE_REFUSED = frozenset({"org.freedesktop.DBus.Error.InvalidArgs"})
+_JOB_GONE = frozenset({"org.freedesktop.DBus.Error.UnknownObject",
+                       "org.freedesktop.DBus.Error.UnknownMethod"})
 _NO_UNIT = frozenset({"org.freedesktop.systemd1.NoSuchUnit", "org.freedesktop.systemd1.LoadFailed"})
 _SUBSCRIBED = frozenset({"org.freedesktop.systemd1.AlreadySubscribed"})
 _NO_SYSTEMD = frozenset({
@@ -99,6 +102,19 @@ class UnitState(BaseModel):
     @property
     def running(self) -> bool:
         return self.active_state == "active" and self.main_pid > 0
+
+
+class RunState(BaseModel):
+    """How a service unit's last run went and what systemd is doing with it now: what tells a
+    stop or a restart from outside (an admin's systemctl) from a crash."""
+
+    model_config = ConfigDict(frozen=True)
+
+    active_state: str
+    sub_state: str
+    result: str  # Service.Result: "success" unless the last run failed (reset by each start)
+    restarts: int  # NRestarts: automatic restarts (Restart=) since the last start from outside
+    job_type: str  # the unit's pending job ("stop", "restart", "start"…), "" when none
 
 
 class UnitProcess(BaseModel):
@@ -344,6 +360,22 @@ class SystemdManager:
         return UnitState(name=unit, load_state="loaded", active_state=read(UNIT, "ActiveState"),
                          sub_state=read(UNIT, "SubState"), main_pid=read(SERVICE, "MainPID"),
                          invocation_id=invocation_hex(read(UNIT, "InvocationID")))
+
+    def run_state(self, unit: str) -> RunState:
+        path = self.unit_path(unit)
+
+        def read(interface: str, name: str) -> Any:
+            return self._property(path, interface, name, unit)
+
+        job_id, job_path = read(UNIT, "Job")
+        job_type = ""
+        if job_id:  # a job that ended meanwhile is no job
+            body = self._send(get_property(job_path, JOB, "JobType"), f"read the job of {unit}",
+                              unit, tolerate=_JOB_GONE)
+            job_type = str(variant_value(body)) if body else ""
+        return RunState(active_state=read(UNIT, "ActiveState"), sub_state=read(UNIT, "SubState"),
+                        result=read(SERVICE, "Result"), restarts=read(SERVICE, "NRestarts"),
+                        job_type=job_type)
 
     def exec_start(self, unit: str) -> list[ExecCommand]:
         """The unit's `ExecStart=` commands, each with its last run."""

@@ -160,6 +160,13 @@ class PointerBase:
         """The runner starts Claude Code with its own command; nothing to check from here."""
         return ""
 
+    def stopped_from_outside(self) -> str:
+        """The runner's loop starts and ends each call itself: nothing to tell."""
+        return ""
+
+    def restarting(self) -> bool:
+        return False
+
     def activation_problem(self) -> str:
         return replace_problem(self.path)
 

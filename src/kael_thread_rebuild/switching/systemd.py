@@ -27,6 +27,7 @@ from .dbus import (
     AccessDenied,
     BusUnreachable,
     ExecCommand,
+    RunState,
     SystemdManager,
     UnitNotFound,
     UnitState,
@@ -84,6 +85,30 @@ def _same_process(entry: registry.RegistryEntry) -> bool:
     if entry.pid_domain != registry.pid_domain():
         return True
     return registry.proc_start(entry.pid) == entry.proc_start
+
+
+#: Jobs that bring a unit up again: while one runs for a unit that did not crash, it is being
+#: restarted (or started) from outside, onto whatever its pointer names.
+_STARTING_JOBS = frozenset({"restart", "start", "try-restart", "reload-or-start",
+                            "reload-or-restart"})
+
+
+def outside_stop(run: RunState) -> str:
+    """Why RUN shows a unit stopped on purpose (an admin's `systemctl stop`, or a Claude Code
+    that quit cleanly, which `Restart=on-failure` does not restart either), in one line; empty
+    when it is not (running, crashed, or coming up again)."""
+    if run.job_type == "stop":
+        return "systemctl stop: a stop job runs for it"
+    if run.active_state == "inactive" and run.result == "success" and not run.job_type:
+        return "inactive after a stop or a clean exit, which systemd does not restart either"
+    return ""
+
+
+def outside_restart(run: RunState) -> bool:
+    """Whether RUN shows a unit being restarted (or started) from outside, not a crash: a job
+    that starts it runs, its last run did not fail, and systemd restarted nothing by itself
+    (`NRestarts` counts only the automatic restarts since the last restart from outside)."""
+    return run.job_type in _STARTING_JOBS and run.result == "success" and run.restarts == 0
 
 
 def start_problems(unit: str, commands: list[ExecCommand], running: bool) -> str:
@@ -178,6 +203,14 @@ class SystemdBase:
             except AccessDenied as exc:
                 return str(exc)
         return ""
+
+    def stopped_from_outside(self) -> str:
+        with self._manager() as manager:
+            return outside_stop(manager.run_state(self.unit))
+
+    def restarting(self) -> bool:
+        with self._manager() as manager:
+            return outside_restart(manager.run_state(self.unit))
 
     def switch_done(self) -> None:
         """Nothing to undo: a unit restarts on its own settings."""

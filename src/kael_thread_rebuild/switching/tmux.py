@@ -273,6 +273,13 @@ class TmuxBase:
             raise TmuxError(f"tmux if-shell gave an answer this version cannot read: {answer!r}")
         return answer == "yes"
 
+    def stopped_from_outside(self) -> str:
+        """The tmux base cannot tell a pane killed on purpose from a crash: nothing to tell."""
+        return ""
+
+    def restarting(self) -> bool:
+        return False
+
     def activation_problem(self) -> str:
         """Respawning the pane needs nothing beyond the socket that the identity is read over."""
         return ""
