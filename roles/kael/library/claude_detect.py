@@ -34,6 +34,7 @@ from ansible.module_utils.kael_procs import (
     user_of,
     which,
 )
+from ansible.module_utils.kael_user_files import read_as
 
 DOCUMENTATION = r"""
 ---
@@ -411,9 +412,10 @@ def _claude_cli(c: Candidate) -> list[str]:
 
 
 def _session_id(c: Candidate) -> str | None:
+    # The Claude user's file, read as that user: root never follows a path that user chose.
     try:
-        with open(os.path.join(c.config_dir, "sessions", f"{c.proc.pid}.json"), "rb") as f:
-            return json.load(f).get("sessionId")
+        return json.loads(read_as(c.proc.uid, c.proc.gid, os.path.join(
+            c.config_dir, "sessions", f"{c.proc.pid}.json"))).get("sessionId")
     except (OSError, ValueError, AttributeError):
         return None
 

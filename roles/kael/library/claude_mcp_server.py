@@ -9,6 +9,7 @@ import os
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.kael_user_files import root_refusal
 
 DOCUMENTATION = r"""
 ---
@@ -21,6 +22,8 @@ description:
     and the values of the server's C(env) are not either (only their names), so a play run with
     C(-v) prints no secret. Read the file with this module, never with C(slurp).
   - Read-only. A missing file is no registration; an unreadable one fails naming the cause.
+  - Run it as the Claude user (C(become_user)): run as root, it refuses a file in a place another
+    user can change (one line naming it) rather than read it following that user's symlinks.
 version_added: "0.1.0"
 options:
   path:
@@ -93,6 +96,9 @@ def main() -> None:
         supports_check_mode=True,
     )
     path, server = module.params["path"], module.params["server"]
+    problem = root_refusal(path)
+    if problem is not None:
+        module.fail_json(msg=problem)
     try:
         found = registration(_text(path), server)
     except (OSError, ValueError) as exc:  # named by type and position, never by content

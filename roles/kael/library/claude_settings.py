@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
-import shutil
 import stat
 import tempfile
 import time
@@ -18,6 +18,7 @@ from ansible.module_utils.kael_settings import (
     install,
     uninstall,
 )
+from ansible.module_utils.kael_user_files import open_ours, root_refusal, symlink_refusal
 
 DOCUMENTATION = r"""
 ---
@@ -46,8 +47,14 @@ description:
   - A file that is not a JSON object (invalid JSON, duplicate keys, C(NaN), a list at the top, a
     C(hooks) that is not an object...) is refused and left untouched, byte for byte.
   - When the file changes, it is first backed up, then replaced atomically (a temporary file in
-    the same directory renamed over it) with the same owner, group and mode. A new file takes the
-    owner and group of its directory and mode 0600. A symlink is followed and its target written.
+    the same directory renamed over it) with the same owner, group and mode. A new file belongs
+    to the user the module runs as, mode 0600. A symlink at O(path) (the user's dotfiles) is
+    followed and its target written, with that user's permissions.
+  - Run it as the user whose settings these are (C(become_user)). Run as root, it refuses a
+    O(path), O(backup_dir) or O(record) where a component of the path, or of the place it
+    resolves to, belongs to another user, rather than read or write there following a path that
+    user chose. A O(backup_dir) or O(record) that is a symlink is refused too (they are ours,
+    never a symlink). Each refusal is one line naming the path; nothing is written.
   - Warns (without changing them) about rules that would let the changing tools run unasked
     (C(mcp__SERVER), C(mcp__SERVER__*)) or that override our allow rules (C(ask), C(deny)).
 version_added: "0.1.0"
@@ -84,8 +91,9 @@ options:
     default: true
   backup_dir:
     description:
-      - Where backups go (created with mode 0700 and the file's owner when missing); next to the
-        file when omitted. Backups are named C(settings.json.YYYYmmddTHHMMSS.PID.bak).
+      - Where backups go (created with mode 0700 when missing); next to the file when omitted.
+        Backups are named C(settings.json.YYYYmmddTHHMMSS.PID.bak) (C(.PID.N.bak) for a second
+        one within the same second).
     type: path
   record:
     description:
@@ -150,44 +158,61 @@ hook_present:
 """
 
 
-def _backup(path: str, backup_dir: str | None) -> str:
+def _make_dir(directory: str) -> None:
+    """DIRECTORY, created with mode 0700 by the user this runs as when missing; never a symlink."""
+    if not os.path.lexists(directory):
+        os.makedirs(directory, mode=0o700)
+    problem = symlink_refusal(directory, "the directory")
+    if problem is not None:
+        raise OSError(errno.ELOOP, problem)
+
+
+def _backup(path: str, raw: bytes, backup_dir: str | None) -> str:
+    """A copy of PATH's bytes RAW (mode 0600, its times kept), a new file of ours."""
     info = os.stat(path)
     directory = backup_dir or os.path.dirname(path)
-    if not os.path.isdir(directory):
-        os.makedirs(directory, mode=0o700)
-        os.chown(directory, info.st_uid, info.st_gid)
+    _make_dir(directory)
     stamp = time.strftime("%Y%m%dT%H%M%S")
-    target = os.path.join(directory, f"{os.path.basename(path)}.{stamp}.{os.getpid()}.bak")
-    shutil.copy2(path, target)
-    os.chown(target, info.st_uid, info.st_gid)
-    os.chmod(target, 0o600)
+    name = f"{os.path.basename(path)}.{stamp}.{os.getpid()}"
+    for attempt in range(100):  # two changes within a second get two backups
+        target = os.path.join(directory, f"{name}{f'.{attempt}' if attempt else ''}.bak")
+        try:
+            handle = open_ours(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+            break
+        except FileExistsError:
+            continue
+    else:
+        raise OSError(errno.EEXIST, "no free backup name", target)
+    with os.fdopen(handle, "wb") as out:
+        out.write(raw)
+        out.flush()
+        os.fsync(out.fileno())
+        os.utime(out.fileno(), ns=(info.st_atime_ns, info.st_mtime_ns))
     return target
 
 
-def _write(module: AnsibleModule, path: str, text: str,
-           owner: tuple[int, int] | None = None) -> None:
-    """Replace PATH atomically, keeping its owner, group and mode (a new file: OWNER, else the
-    directory's owner and group, mode 0600)."""
+def _write(module: AnsibleModule, path: str, text: str) -> None:
+    """Replace PATH atomically, keeping its owner, group and mode (a new file belongs to the user
+    this runs as, mode 0600)."""
     directory = os.path.dirname(path)
     new = not os.path.exists(path)
-    info = os.stat(directory if new else path)
-    uid, gid, mode = info.st_uid, info.st_gid, 0o600 if new else stat.S_IMODE(info.st_mode)
-    if new and owner is not None:
-        uid, gid = owner
+    mode = 0o600 if new else stat.S_IMODE(os.stat(path).st_mode)
     handle, temp = tempfile.mkstemp(prefix=".settings.", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as out:
             out.write(text)
             out.flush()
             os.fsync(out.fileno())
-        os.chown(temp, uid, gid)
-        os.chmod(temp, mode)
+            if not new:  # the kernel refuses a change of owner this user may not make
+                info, mine = os.stat(path), os.fstat(out.fileno())
+                if (info.st_uid, info.st_gid) != (mine.st_uid, mine.st_gid):
+                    os.fchown(out.fileno(), info.st_uid, info.st_gid)
+            os.fchmod(out.fileno(), mode)
         module.atomic_move(temp, path)
     finally:
-        if os.path.exists(temp):
+        if os.path.lexists(temp):
             os.unlink(temp)
     if new:  # atomic_move gives a new file the umask's mode
-        os.chown(path, uid, gid)
         os.chmod(path, mode)
 
 
@@ -202,7 +227,7 @@ def _record_path(params: dict) -> str:
 
 def _read_record(path: str) -> Record | None:
     try:
-        with open(path, "rb") as handle:
+        with os.fdopen(open_ours(path, os.O_RDONLY), "rb") as handle:
             return Record.from_json(json.loads(handle.read().decode("utf-8")))
     except FileNotFoundError:
         return None
@@ -211,18 +236,35 @@ def _read_record(path: str) -> Record | None:
                             f"{exc}") from None
 
 
-def _write_record(module: AnsibleModule, path: str, record: Record, owner: str) -> None:
+def _write_record(module: AnsibleModule, path: str, record: Record) -> None:
     if record == Record():
-        if os.path.exists(path):
+        if os.path.lexists(path):
             os.unlink(path)
         return
-    directory = os.path.dirname(path)
-    info = os.stat(owner if os.path.exists(owner) else os.path.dirname(owner))
-    if not os.path.isdir(directory):
-        os.makedirs(directory, mode=0o700)
-        os.chown(directory, info.st_uid, info.st_gid)
-    _write(module, path, json.dumps(record.to_json(), indent=2) + "\n", (info.st_uid,
-                                                                         info.st_gid))
+    _make_dir(os.path.dirname(path))
+    _write(module, path, json.dumps(record.to_json(), indent=2) + "\n")
+
+
+def _place_problem(params: dict, record_path: str) -> str | None:
+    """Why the module must not go on: root asked to read or write the Claude user's places, or a
+    file or directory of ours (the backup dir, the record) that is a symlink."""
+    checks = [root_refusal(params["path"]), root_refusal(record_path)]
+    if params["backup_dir"]:
+        checks += [root_refusal(params["backup_dir"]),
+                   symlink_refusal(params["backup_dir"], "the backup dir")]
+    checks.append(symlink_refusal(record_path, "the record of what install added"))
+    return next((problem for problem in checks if problem is not None), None)
+
+
+def _dir_problem(directory: str) -> str | None:
+    try:
+        if stat.S_ISDIR(os.stat(directory).st_mode):
+            return None
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        return f"{directory} cannot be reached as uid {os.geteuid()} ({exc.strerror})"
+    return f"{directory} does not exist: is this Claude Code's config dir?"
 
 
 def main() -> None:
@@ -241,19 +283,24 @@ def main() -> None:
         supports_check_mode=True,
     )
     params = module.params
-    path = os.path.realpath(params["path"])
     record_path = _record_path(params)
-    if not os.path.isdir(os.path.dirname(path)):
-        module.fail_json(msg=f"{os.path.dirname(path)} does not exist: is this Claude Code's "
-                             "config dir?", path=path)
+    problem = _place_problem(params, record_path)
+    if problem is not None:
+        module.fail_json(msg=problem, path=params["path"])
+    path = os.path.realpath(params["path"])
+    problem = _dir_problem(os.path.dirname(path))
+    if problem is not None:
+        module.fail_json(msg=problem, path=path)
     try:
         with open(path, "rb") as handle:
-            original = handle.read().decode("utf-8")
+            raw = handle.read()
+        original = raw.decode("utf-8")
     except FileNotFoundError:
-        original = ""
+        raw, original = b"", ""
     except (OSError, UnicodeDecodeError) as exc:
-        module.fail_json(msg=f"{path} cannot be read as UTF-8 text: {exc}; left untouched",
-                         path=path)
+        shown = path if path == params["path"] else f"{params['path']} (-> {path})"
+        module.fail_json(msg=f"{shown} cannot be read as UTF-8 text as uid {os.geteuid()}: "
+                             f"{exc}; left untouched", path=path)
     try:
         record = _read_record(record_path)
         if params["state"] == "present":
@@ -281,10 +328,10 @@ def main() -> None:
     try:
         if changed:
             if params["backup"] and os.path.exists(path):
-                result["backup_file"] = _backup(path, params["backup_dir"])
+                result["backup_file"] = _backup(path, raw, params["backup_dir"])
             _write(module, path, change.text)
         if record_changed:
-            _write_record(module, record_path, change.record, path)
+            _write_record(module, record_path, change.record)
     except OSError as exc:
         module.fail_json(msg=f"cannot write {path}: {exc}", **result)
     module.exit_json(**result)
