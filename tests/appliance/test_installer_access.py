@@ -49,7 +49,10 @@ ACCESS_PLAY = [{"hosts": "household", "gather_facts": True, "tasks": [
 
 
 def _playbook(tmp_path: Path, home: SudoHousehold, item: dict[str, Any], state: str,
-              play_text: list[dict[str, Any]] = PLAY) -> subprocess.CompletedProcess[str]:
+              play_text: list[dict[str, Any]] = PLAY,
+              **more: Any) -> subprocess.CompletedProcess[str]:
+    """PLAY_TEXT run by Ansible as root in the household over Docker's connection, for ITEM (what
+    kael_detect found) in STATE, with the extra variables MORE."""
     inventory = tmp_path / "inventory.yml"
     inventory.write_text(yaml.safe_dump({"household": {"hosts": {home.name: {
         "ansible_connection": "community.docker.docker",
@@ -61,7 +64,7 @@ def _playbook(tmp_path: Path, home: SudoHousehold, item: dict[str, Any], state: 
         "access": str(tmp_path / "access.json"),
         "kael_detect_found": [item], "kael_claude_state": state,
         "kael_image_dir": str(engine.IMAGE_DIR), "kael_image": home.appliance.image,
-        "kael_remove_from_docker_group": True, "kael_install_sudo": False}))
+        "kael_remove_from_docker_group": True, "kael_install_sudo": False, **more}))
     env = {key: value for key, value in os.environ.items() if not key.startswith("ANSIBLE_")}
     env.update({"ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1",
                 "ANSIBLE_PIPELINING": "1", "ANSIBLE_HOME": str(tmp_path / "ansible-home"),

@@ -100,9 +100,17 @@ def kael_from_toml(text: str) -> dict[str, Any]:
     return tomllib.loads(text) if text else {}
 
 
+def kael_roots_alone(stat: dict[str, Any]) -> bool:
+    """Whether a directory, as ansible.builtin.stat saw it (not following a symlink), is root's
+    alone: a real directory of root's that no other user may write to. Only there does root
+    create a directory for the Claude user (no path that user chose is followed)."""
+    return bool(stat.get("exists") and stat.get("isdir") and not stat.get("islnk")
+                and stat.get("uid") == 0 and not stat.get("wgrp") and not stat.get("woth"))
+
+
 class FilterModule:
     def filters(self) -> dict[str, Callable[..., Any]]:
         return {"kael_resume_command": kael_resume_command, "kael_mount_args": kael_mount_args,
                 "kael_doctor_failures": kael_doctor_failures,
                 "kael_doctor_warnings": kael_doctor_warnings, "kael_ro_volumes": kael_ro_volumes,
-                "kael_from_toml": kael_from_toml}
+                "kael_from_toml": kael_from_toml, "kael_roots_alone": kael_roots_alone}
