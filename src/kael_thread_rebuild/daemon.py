@@ -34,6 +34,8 @@ from .state_layout import OPERATIONS
 from .switching.base import SwitchBase
 from .switching.factory import make_base
 
+#: How long a starting daemon waits for the lock (doctor's look at it takes microseconds).
+LOCK_WAIT_SECONDS = 0.5
 _WITH_ERROR = frozenset({OperationStatus.failed, OperationStatus.rolled_back})
 
 
@@ -207,11 +209,12 @@ class _Daemon:
 
 def worker_lock(config: Config) -> FileLock:
     """Take the lock that makes this process the only worker of the state dir, or raise
-    DaemonBusy. Held by the daemon for its lifetime, and by the `recover` command."""
+    DaemonBusy. Held by the daemon for its lifetime, and by the `recover` command. Waits a
+    moment: doctor tries the lock to see whether a daemon serves, and lets it go at once."""
     lock_path = config.layout.daemon_lock
     lock = FileLock(lock_path, mode=FILE_MODE)
     try:
-        lock.acquire(timeout=0)
+        lock.acquire(timeout=LOCK_WAIT_SECONDS, poll_interval=0.01)
     except Timeout:
         raise DaemonBusy(f"another daemon already serves state dir {config.state_dir} "
                          f"(it holds {lock_path})") from None

@@ -15,7 +15,7 @@ from ..operations.store import DIR_MODE, OperationStore, UntrustedStateDir
 from ..state_layout import STORE_DIRS, StateLayout
 from .facts import Facts
 from .model import Check, failed, passed, skipped
-from .reading import ago
+from .reading import ago, lock_held
 
 
 def check_project_dir(facts: Facts) -> Check:
@@ -96,21 +96,34 @@ def _private_dir_problems(directory: Path) -> list[str]:
     return problems
 
 
+def open_store(state_dir: Path) -> OperationStore | None:
+    """The operation store, opened only when every directory it would create exists (doctor
+    creates nothing); None when there is none yet. Raises UntrustedStateDir."""
+    layout = StateLayout(state_dir)
+    if not all(d.is_dir() for d in (state_dir, layout.operations, layout.backups)):
+        return None
+    return OperationStore(state_dir)
+
+
 def check_operations(facts: Facts) -> Check:
     """Reports only: settling an operation (recovery) can restart the session, so it belongs to
-    the daemon's start and the `recover` command, never to doctor."""
-    name, state = "operations", facts.config.state_dir
-    layout = StateLayout(state)
-    if not all(d.is_dir() for d in (state, layout.operations, layout.backups)):
-        return passed(name, "no operation store yet")
+    the daemon's start and the `recover` command, never to doctor. With no daemon serving the
+    state dir, an operation the daemon drives is stuck at once (nothing will move it)."""
+    name = "operations"
     try:
-        store = OperationStore(state)  # creates nothing: every directory it makes exists
+        store = open_store(facts.config.state_dir)
     except UntrustedStateDir as exc:
         return failed(name, f"{exc}; no operation can run", "see the state_dir check")
+    if store is None:
+        return passed(name, "no operation store yet")
     scan = store.scan(unsettled_only=True)
     unsettled = scan.operations
-    stuck = [op for op in unsettled if facts.now - op.updated_at > facts.stuck_after]
+    daemon_gone = not lock_held(facts.config.layout.daemon_lock)
+    stuck = [op for op in unsettled if facts.now - op.updated_at > facts.stuck_after
+             or (daemon_gone and op.status not in WAITING)]
     problems = [_stuck_line(op, facts.now) for op in stuck]
+    if stuck and daemon_gone:
+        problems[0] += " and no daemon serves the state dir (see the daemon check)"
     problems += [f"{store.operations_dir / stray.name} is not an operation record "
                  f"({stray.problem}); every command skips it" for stray in scan.strays]
     if problems:

@@ -3,7 +3,10 @@ finding, never an exception."""
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import os
+import stat
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -67,3 +70,30 @@ def ago(delta: timedelta) -> str:
         return f"{seconds // 60} min"
     return f"{seconds // 3600} h"
 
+
+def lock_held(path: Path) -> bool | None:
+    """Whether some process holds the flock on PATH; None when PATH is no lock file (none yet,
+    or not a regular file).
+
+    A lock held in another pid namespace (a sibling container) does not show in this one's
+    `/proc/locks`, but the kernel refuses a conflicting lock on the same file through a bind
+    mount all the same: so the lock is tried, shared and without waiting, on a read-only
+    descriptor, and let go at once. Nothing is created or written; a daemon starting in that
+    instant waits for it (`daemon.worker_lock`)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ELOOP):
+            return None
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)

@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 from ..config import Config
 from ..errors import KaelError
 from ..operations.model import utcnow
+from .daemon import check_daemon
 from .facts import Facts
 from .files import check_claude_workdir, check_operations, check_project_dir, check_state_dir
 from .hooks import check_hook_delivery, check_stop_hook
@@ -29,6 +30,7 @@ CHECKS: tuple[CheckFn, ...] = (
     check_project_dir,
     check_claude_workdir,
     check_state_dir,
+    check_daemon,
     check_target,
     check_activation,
     check_session,
