@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import anyio
 import pytest
@@ -80,23 +80,31 @@ PROBE_TIMED_OUT = [
 ]
 
 
-def _answer(proc: subprocess.Popen[bytes], number: int, timeout: float = 60) -> dict[str, Any]:
-    """The server's answer to request NUMBER, read as it comes."""
+def _answers(proc: subprocess.Popen[bytes], ids: set[object],
+             timeout: float = 60) -> dict[object, dict[str, Any]]:
+    """The server's answers (messages with an id, null included) until IDS all have one."""
     assert proc.stdout is not None
     deadline = time.monotonic() + timeout
+    answers: dict[object, dict[str, Any]] = {}
     pending = b""
-    while True:
+    while not ids <= set(answers):
         left = deadline - time.monotonic()
-        assert left > 0, f"no answer to request {number} in {timeout:.0f} s"
+        assert left > 0, f"no answer to {sorted(map(str, ids - set(answers)))} in {timeout:.0f} s"
         if select.select([proc.stdout], [], [], left)[0]:
             chunk = os.read(proc.stdout.fileno(), 65536)
-            assert chunk, f"the server closed before answering request {number}"
+            assert chunk, f"the server closed; unanswered: {ids - set(answers)}"
             pending += chunk
         *lines, pending = pending.split(b"\n")
         for line in lines:
             message = json.loads(line)
-            if message.get("id") == number:
-                return cast(dict[str, Any], message)
+            if "id" in message:
+                answers[message["id"]] = message
+    return answers
+
+
+def _answer(proc: subprocess.Popen[bytes], number: int, timeout: float = 60) -> dict[str, Any]:
+    """The server's answer to request NUMBER, read as it comes."""
+    return _answers(proc, {number}, timeout)[number]
 
 
 def test_a_tool_call_after_a_timed_out_probe_is_served(config_path: Path) -> None:
@@ -163,3 +171,46 @@ def test_the_real_client_sees_the_same_tools_before_and_after_the_first_call(
     assert [tool.model_dump() for tool in before.tools] == \
         [tool.model_dump() for tool in after.tools]
     assert {tool.name for tool in before.tools} == SEVEN
+
+
+# One line nested 50,000 levels deep: a bare one (no id to answer to), and a tool call whose
+# arguments nest that deep (its id is at the top level).
+DEEP = b"[" * 50_000 + b"\n"
+DEEP_CALL = _request(5, "tools/call", {"name": "thread_rebuild_status",
+                                       "arguments": {"operation_id": "X"}}).replace(
+    b'"X"', b"[" * 50_000 + b"]" * 50_000)
+STATUS = {4: _request(4, "tools/call", {"name": "thread_rebuild_status", "arguments": {}}),
+          6: _request(6, "tools/call", {"name": "thread_rebuild_status", "arguments": {}})}
+DEEP_PLACES = {
+    "before initialize": [DEEP, DEEP_CALL, *OPENINGS["initialize"], STATUS[4]],
+    "after the opening": [*OPENINGS["initialize"], DEEP, DEEP_CALL, STATUS[4]],
+    "after a tool call (the SDK server)": [*OPENINGS["initialize"], STATUS[4], DEEP, DEEP_CALL,
+                                           STATUS[6]],
+}
+
+
+@pytest.mark.parametrize("place", list(DEEP_PLACES))
+def test_a_deeply_nested_line_is_answered_and_the_server_serves_on(
+        place: str, config_path: Path) -> None:
+    proc = subprocess.Popen([str(MCP_BIN), "--config", str(config_path)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    assert proc.stdin is not None and proc.stderr is not None
+    calls = [number for number, line in STATUS.items() if line in DEEP_PLACES[place]]
+    try:
+        try:
+            for line in DEEP_PLACES[place]:
+                proc.stdin.write(line)
+                proc.stdin.flush()
+        except BrokenPipeError:
+            pytest.fail(f"the server ended: {proc.stderr.read().decode()[-2000:]}")
+        answers = _answers(proc, {None, 5, *calls})
+    finally:
+        proc.stdin.close()
+        code = proc.wait(timeout=30)
+    assert code == 0 and b"Traceback" not in proc.stderr.read()
+    refusal = {"code": -32700, "message": "Parse error: the message nests deeper than 100 levels"}
+    assert answers[None]["error"] == refusal and answers[5]["error"] == refusal
+    for number in calls:
+        assert answers[number]["result"]["structuredContent"] == {"found": False,
+                                                                  "operation": None}

@@ -34,13 +34,17 @@ def _nothing_waits(config_path: str | None) -> bool:
         return False
 
 
-def _whole_object(data: bytes | bytearray) -> bool:
+def _read_enough(data: bytes | bytearray) -> bool:
+    """Whether DATA is a whole JSON object, or one nested too deeply to read whatever follows
+    (the engine then fails the operation: the input is not JSON it can read)."""
     if not data.rstrip().endswith(b"}"):
         return False
     try:
         json.loads(data)
     except ValueError:
         return False
+    except RecursionError:
+        return True
     return True
 
 
@@ -61,7 +65,7 @@ def read_stop_input(limit: int = STOP_INPUT_MAX_BYTES,
         if not chunk:
             break
         data += chunk
-        if _whole_object(data):
+        if _read_enough(data):
             break
     return bytes(data)
 

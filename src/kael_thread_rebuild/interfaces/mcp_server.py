@@ -16,11 +16,12 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import sys
 import threading
 from collections.abc import Hashable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 
 from .. import __version__
 from ..errors import ConfigError
@@ -39,6 +40,62 @@ PROTOCOL_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
 SUBSCRIPTION_ID_KEY = "io.modelcontextprotocol/subscriptionId"
 
 Snapshot = dict[str, dict[str, dict[str, Any]]]
+
+# The deepest a client's message may nest. The SDK's parser gives up near 200 levels and drops
+# such a line unanswered; Python's `json` raises RecursionError near 1000.
+MAX_NESTING = 100
+PARSE_ERROR = -32700
+# A string (to its end when it has none: never a second pass over the line), or a bracket.
+_STRING = rb'"[^"\\]*(?:\\.[^"\\]*)*'
+_TOKEN = re.compile(_STRING + rb'"?|[\[\]{}]', re.DOTALL)
+_ID_VALUE = re.compile(rb"\s*:\s*(-?[0-9]+|" + _STRING + rb'")', re.DOTALL)
+
+
+class Lines(Protocol):
+    def readline(self) -> bytes: ...
+
+
+def too_deep(line: bytes) -> bytes | None:
+    """The answer to LINE when it nests deeper than MAX_NESTING: a JSON-RPC parse error, with
+    the id LINE gives at its top level (else null). None for any other line."""
+    if line.count(b"[") + line.count(b"{") <= MAX_NESTING:
+        return None
+    depth = deepest = 0
+    request_id: object = None
+    for token in _TOKEN.finditer(line):
+        mark = token.group()
+        if mark in (b"[", b"{"):
+            depth += 1
+            deepest = max(deepest, depth)
+        elif mark in (b"]", b"}"):
+            depth -= 1
+        elif depth == 1 and mark == b'"id"' and (value := _ID_VALUE.match(line, token.end())):
+            with contextlib.suppress(ValueError):
+                request_id = json.loads(value.group(1))
+    if deepest <= MAX_NESTING:
+        return None
+    return _line({"jsonrpc": "2.0", "id": request_id, "error": {
+        "code": PARSE_ERROR,
+        "message": f"Parse error: the message nests deeper than {MAX_NESTING} levels"}})
+
+
+class _Wire:
+    """The client's lines as the server reads them: a line nested too deeply to parse is
+    answered here (`too_deep`) and read no further, so one such line cannot end the server or
+    leave its request unanswered."""
+
+    def __init__(self, wire_in: Lines, wire_out: BinaryIO) -> None:
+        self._in = wire_in
+        self._out = wire_out
+
+    def readline(self) -> bytes:
+        while line := self._in.readline():
+            refusal = too_deep(line)
+            if refusal is None:
+                return line
+            self._out.write(refusal)
+            self._out.flush()
+        return b""
 
 
 class _Handshake:
@@ -166,9 +223,10 @@ class _ConfigLoader(threading.Thread):
         return self._config
 
 
-def serve(loader: _ConfigLoader, wire_in: BinaryIO, wire_out: BinaryIO,
+def serve(loader: _ConfigLoader, wire_in: Lines, wire_out: BinaryIO,
           snapshot: Snapshot) -> None:
     handshake = _Handshake(snapshot)
+    wire_in = _Wire(wire_in, wire_out)
     while line := wire_in.readline():
         reply = handshake.answer(line)
         if reply is None:

@@ -42,6 +42,7 @@ from .mcp_server import (
     SNAPSHOT,
     SNAPSHOT_METHODS,
     SUBSCRIPTION_ID_KEY,
+    Lines,
 )
 
 INSTRUCTIONS = f"""\
@@ -124,7 +125,7 @@ class _Replay:
     """What the SDK's stdio transport reads: the client's lines the start-up path already
     answered (so the SDK's session goes through the same handshake), then the wire."""
 
-    def __init__(self, answered: list[bytes], wire: BinaryIO) -> None:
+    def __init__(self, answered: list[bytes], wire: Lines) -> None:
         self._answered = list(answered)
         self._wire = wire
 
@@ -170,7 +171,7 @@ def _take(ids: set[Hashable], wanted: object) -> bool:
     return False
 
 
-def serve(config: Config, wire_in: BinaryIO, wire_out: BinaryIO, *,
+def serve(config: Config, wire_in: Lines, wire_out: BinaryIO, *,
           answered: Sequence[bytes] = (), answered_ids: set[Hashable] | None = None,
           acknowledged: set[Hashable] | None = None) -> None:
     """Serve the seven tools over WIRE_IN/WIRE_OUT until the client closes its side, first

@@ -43,7 +43,11 @@ def loads_with_surrogates(raw: bytes | bytearray) -> Any:
     """The fallback of `loads_line`, for a line orjson refused."""
     if not _SURROGATE_ESCAPE.search(raw):
         raise ValueError("not JSON")
-    return json.loads(raw.decode("utf-8"), parse_float=_finite, parse_constant=_refuse_constant)
+    try:
+        return json.loads(raw.decode("utf-8"), parse_float=_finite,
+                          parse_constant=_refuse_constant)
+    except RecursionError:  # nested deeper than orjson reads too (its limit is 1024)
+        raise ValueError("nested too deeply") from None
 
 
 def text_bytes(text: str) -> bytes:
