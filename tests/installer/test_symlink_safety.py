@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import tempfile
+import uuid
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from tests.installer.conftest import FOREIGN_SETTINGS, RunModule, load_library
+from tests.installer.conftest import FOREIGN_SETTINGS, MARK, RunModule, load_library
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="runs the modules as root")
 
@@ -170,3 +172,26 @@ def test_the_session_registry_is_read_as_the_claude_user(root_only: Path) -> Non
 
         assert session_id(candidate(4711)) is None
         assert session_id(candidate(4712)) == "its-own"
+
+
+def test_detect_asks_the_users_tmux_socket_as_that_user(tmp_path: Path) -> None:
+    """claude_detect asks the tmux server behind the Claude process's socket as that process's
+    uid: a socket path the user made a symlink to root's own tmux server gives nothing (as root
+    it read root's pane and its start command)."""
+    ask_tmux = load_library("claude_detect")._ask_tmux
+    socket = f"kael-test-{uuid.uuid4().hex[:8]}-{MARK}"
+    start = "sleep 600 # root-only-start-command"
+    subprocess.run(["tmux", "-L", socket, "new-session", "-d", "-s", MARK, start], check=True)
+    try:
+        real = subprocess.run(["tmux", "-L", socket, "display-message", "-p",
+                               "#{socket_path}\t#{pane_pid}"], capture_output=True, text=True,
+                              check=True).stdout.strip().split("\t")
+        link = tmp_path / "tmux-socket"
+        link.symlink_to(real[0])
+        _give(link)
+        found = SimpleNamespace(socket=str(link), pane=f"{MARK}:0.0",
+                                proc=SimpleNamespace(uid=UID, gid=UID), base=None)
+        ask_tmux(found, "tmux", [int(real[1])])
+        assert found.base is None and not hasattr(found, "start_command"), vars(found)
+    finally:
+        subprocess.run(["tmux", "-L", socket, "kill-server"], check=False)

@@ -313,16 +313,26 @@ _PANE_FORMAT = "\t".join(("#{pane_id}", "#{pane_pid}", "#{session_name}", "#{win
                           "#{pane_index}", "#{pane_start_command}"))
 
 
+def _as_user(c: Candidate) -> list[str]:
+    """The argv prefix that runs a command as C's user: nothing when this already is that uid,
+    else setpriv (root never follows a path that user chose, such as its tmux socket, which may
+    be a symlink to another user's server)."""
+    if os.geteuid() == c.proc.uid:
+        return []
+    return ["setpriv", f"--reuid={c.proc.uid}", f"--regid={c.proc.gid}", "--clear-groups", "--"]
+
+
 def _ask_tmux(c: Candidate, tmux: str, table_pids: list[int]) -> None:
     if not (c.socket and c.pane):
         return
-    out = _run([tmux, "-S", c.socket, "display-message", "-p", "-t", c.pane, _PANE_FORMAT])
+    client = [*_as_user(c), tmux, "-S", c.socket]
+    out = _run([*client, "display-message", "-p", "-t", c.pane, _PANE_FORMAT])
     if not out:
         return
     fields = out.rstrip("\n").split("\t", 5)
     if len(fields) != 6 or not fields[1].isdigit() or int(fields[1]) not in table_pids:
         return
-    shell = (_run([tmux, "-S", c.socket, "show-options", "-gv", "default-shell"]) or "").strip()
+    shell = (_run([*client, "show-options", "-gv", "default-shell"]) or "").strip()
     c.base = "tmux"
     c.tmux = {"socket": c.socket, "pane_id": fields[0],
               "target": f"{fields[2]}:{fields[3]}.{fields[4]}", "session": fields[2],
