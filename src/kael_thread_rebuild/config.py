@@ -174,6 +174,14 @@ class Config(BaseModel):
         30.0, description="and report the new session id within this time")
     poll_interval_seconds: Seconds = Field(
         0.2, description="how often the daemon and `wait` look at the store")
+    admin_confirm_minutes: Count = Field(
+        0, ge=0, le=10080,
+        description="0: a request confirmed with its word (the MCP tool, behind Claude Code's "
+                    "permission prompt, or the command line) switches at the next Stop. N: it "
+                    "also waits for the household's admin, who confirms it as root in the "
+                    "daemon's container (`docker exec -u 0 <daemon> kael-thread-rebuild confirm "
+                    "--operation ID`), something the model cannot do; unconfirmed after N "
+                    "minutes it is cancelled (docs/security.md)")
 
     @field_validator(*DIRECTORIES, "resume_pointer_path")
     @classmethod

@@ -27,6 +27,7 @@ from filelock import FileLock, Timeout
 from .config import Config
 from .errors import KaelError, Refused
 from .logline import append_line
+from .operations import service
 from .operations.model import RUNNABLE, IllegalTransition, Operation, OperationStatus
 from .operations.store import FILE_MODE, OperationStore, Recovery, StrayFile
 from .operations.worker import recover, run_operation
@@ -175,11 +176,24 @@ class _Daemon:
             self.journal.problem(f"cannot read the operation store: {exc}")
             return
         self.report_strays(scan.strays)
+        if self.config.admin_confirm_minutes:
+            self.take_confirmations()
         ready = [op for op in scan.operations if op.status in RUNNABLE]
         for op in ready:
             if self.stop.requested:
                 return
             self.run_one(op)
+
+    def take_confirmations(self) -> None:
+        """Requests the admin confirmed go on to pending; unconfirmed ones expire (logged)."""
+        try:
+            changed = service.take_confirmations(self.config)
+        except (KaelError, OSError) as exc:
+            self.journal.problem(f"cannot take the admin's confirmations: {exc}")
+            return
+        for op in changed:
+            self.journal.note(f"operation {op.operation_id}: awaiting_confirmation -> "
+                              f"{op.status.value} ({op.history[-1].note})")
 
     def run_one(self, op: Operation) -> None:
         name = op.operation_id

@@ -66,6 +66,10 @@ class CancelInput(BaseModel):
     confirmation: CancelWord
 
 
+class ConfirmInput(BaseModel):
+    operation_id: Annotated[str, _operation("")]
+
+
 class RollbackInput(BaseModel):
     operation_id: Annotated[str, Field(description=_OPERATION), _operation("")]
     confirmation: RollbackWord

@@ -21,7 +21,7 @@ from ..errors import Refused, UsageError
 from ..fsutil import atomic_write_bytes
 from ..operations import service
 from ..operations.model import IN_FLIGHT, Operation
-from ..operations.service import CANCEL_WORD, REBUILD_WORD, ROLLBACK_WORD, Requested
+from ..operations.service import CANCEL_WORD, REBUILD_WORD, ROLLBACK_WORD, Confirmed, Requested
 from ..operations.stop_hook import record_stop_input
 from ..operations.store import Recovery
 from ..paths import require_path_text, resolve_transcript, shown
@@ -31,6 +31,7 @@ from . import formatters as show
 from .action_inputs import (
     CancelInput,
     CandidateInput,
+    ConfirmInput,
     NoInput,
     PiecesInput,
     RequestInput,
@@ -99,6 +100,10 @@ def _doctor(call: Call, given: NoInput) -> DoctorReport:
 def _request(call: Call, given: RequestInput) -> Requested:
     return service.request_rebuild(call.config, given.reason, given.confirmation,
                                    requested_by=call.via)
+
+
+def _confirm(call: Call, given: ConfirmInput) -> Confirmed:
+    return service.confirm(call.config, given.operation_id)
 
 
 def _cancel(call: Call, given: CancelInput) -> Operation:
@@ -180,8 +185,15 @@ def _found(found: Found) -> StatusResult:
 
 def _requested(requested: Requested) -> OperationResult:
     op = requested.operation
+    next_step = _AFTER_REPLY
+    if requested.confirm_with:
+        next_step = ("Nothing switches until a human confirms it: this household's admin must "
+                     f"run, as root on the server: {requested.confirm_with} (you cannot; do "
+                     "not try). Tell the human exactly that, then finish your reply normally; "
+                     "the switch happens after a reply that ends once it is confirmed. Do not "
+                     "call this tool again.")
     return OperationResult(operation_id=op.operation_id, status=op.status,
-                           joined_existing=requested.joined_existing, next_step=_AFTER_REPLY)
+                           joined_existing=requested.joined_existing, next_step=next_step)
 
 
 def _cancelled(op: Operation) -> OperationResult:
@@ -251,12 +263,21 @@ ACTIONS: tuple[Action[Any, Any], ...] = (
                   "Only after showing the plan and the human agreeing. Call once; then finish "
                   "the reply normally.", OperationResult, _requested)),
     Action(
+        "confirm", "the admin's confirmation of a rebuild (as root in the daemon's container)",
+        "With admin_confirm_minutes set, a rebuild request awaits this: the household's admin "
+        "runs it as root where the daemon runs (`docker exec -u 0 <daemon container> "
+        "kael-thread-rebuild confirm --operation ID`). It writes a confirmation only root can "
+        "write; the daemon then lets the request go on (pending: it runs after the next Stop), "
+        "and the worker checks it again before switching. Refused for any other user.",
+        # The model must never confirm: not an MCP tool, and the wrapper never runs it.
+        ConfirmInput, Confirmed, changes=True, run=_confirm, show=show.show_confirmed),
+    Action(
         "cancel", "cancel an operation that has not started",
-        "Cancel a pending or scheduled operation; nothing is switched.",
+        "Cancel an operation awaiting confirmation, pending or scheduled; nothing is switched.",
         CancelInput, Operation, changes=True, confirmation=CANCEL_WORD, run=_cancel,
         show=show.show_cancelled,
-        tool=Tool("thread_rebuild_cancel", "Cancel a rebuild that has not started yet (pending "
-                  "or scheduled).", OperationResult, _cancelled)),
+        tool=Tool("thread_rebuild_cancel", "Cancel a rebuild that has not started yet (awaiting "
+                  "confirmation, pending or scheduled).", OperationResult, _cancelled)),
     Action(
         "rollback", "return to the old session after an activated rebuild",
         "Mark an activated rebuild for rollback; the switch back happens after the next Stop "

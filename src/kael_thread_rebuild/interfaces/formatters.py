@@ -12,7 +12,7 @@ from pydantic import BaseModel
 from ..doctor.model import Check, DoctorReport
 from ..errors import Refused
 from ..operations.model import Operation
-from ..operations.service import Requested
+from ..operations.service import Confirmed, Requested
 from ..operations.store import Recovery, StrayFile
 from .action_model import Nothing
 from .claude_pieces import ClaudePieces, settings_text
@@ -124,7 +124,20 @@ def show_requested(requested: Requested, as_json: bool) -> int:
     joined = requested.joined_existing
     headline = ("joined the operation already waiting; it " if joined
                 else "rebuild requested; it ") + AFTER_STOP
+    if requested.confirm_with:
+        headline += (f", once the household's admin has confirmed it as root: "
+                     f"{requested.confirm_with}")
     _operation(requested.operation, as_json, headline, joined_existing=joined)
+    return 0
+
+
+def show_confirmed(confirmed: Confirmed, as_json: bool) -> int:
+    if as_json:
+        emit(confirmed, True)
+    else:
+        _print([f"confirmed: operation {confirmed.operation_id} ({confirmed.evidence}); the "
+                "daemon takes it up at its next look and `status` shows it pending: it "
+                + AFTER_STOP])
     return 0
 
 

@@ -17,6 +17,7 @@ from .statuses import OPERATION_ID_PATTERN
 
 
 class OperationStatus(StrEnum):
+    awaiting_confirmation = "awaiting_confirmation"
     pending = "pending"
     scheduled = "scheduled"
     running = "running"
@@ -30,10 +31,14 @@ class OperationStatus(StrEnum):
     rollback_scheduled = "rollback_scheduled"
 
 
-# Spec §8. One addition: scheduled → cancelled, so that CANCEL also works after the Stop and
-# before the worker claims the operation (both moves happen under the store lock, so they
-# cannot both win).
+# Spec §8. Two additions: awaiting_confirmation before pending (config `admin_confirm_minutes`);
+# and scheduled → cancelled, so that CANCEL also works after the Stop and before the worker
+# claims the operation (both moves happen under the store lock, so they cannot both win).
 TRANSITIONS: dict[OperationStatus, frozenset[OperationStatus]] = {
+    # With `admin_confirm_minutes`: a request waits for the admin's `confirm`, or expires.
+    OperationStatus.awaiting_confirmation: frozenset({
+        OperationStatus.pending, OperationStatus.cancelled,
+    }),
     OperationStatus.pending: frozenset({
         OperationStatus.scheduled, OperationStatus.cancelled, OperationStatus.failed,
     }),

@@ -6,6 +6,7 @@ Slow work (hashing, building, switching, health checks) belongs to the worker.
 from __future__ import annotations
 
 import time
+from datetime import timedelta
 
 from pydantic import BaseModel
 
@@ -14,6 +15,7 @@ from ..defaults import MAX_REASON_CHARS
 from ..errors import Refused, UsageError
 from ..paths import shown
 from ..switching.base import SwitchBase
+from .confirmation import confirm_command, confirmation_problem, write_confirmation
 from .files import confined, sha256_file
 from .model import (
     IN_FLIGHT,
@@ -32,7 +34,8 @@ from .store import OperationStore, StrayFile, UntrustedStateDir, trust_problem
 REBUILD_WORD = "REBUILD"
 CANCEL_WORD = "CANCEL"
 ROLLBACK_WORD = "ROLLBACK"
-_JOINABLE = frozenset({OperationStatus.pending, OperationStatus.scheduled})
+_JOINABLE = frozenset({OperationStatus.awaiting_confirmation, OperationStatus.pending,
+                       OperationStatus.scheduled})
 
 
 def open_store(config: Config) -> OperationStore:
@@ -84,11 +87,14 @@ class Requested(BaseModel):
 
     operation: Operation
     joined_existing: bool
+    #: With `admin_confirm_minutes`: the command the admin confirms it with ("" without).
+    confirm_with: str = ""
 
 
 def request_rebuild(config: Config, reason: str, confirmation: str,
                     requested_by: str = "cli") -> Requested:
-    """Record a pending rebuild; it runs after the next Stop. Joins one already waiting."""
+    """Record a pending rebuild; it runs after the next Stop. Joins one already waiting. With
+    `admin_confirm_minutes`, it first awaits the admin's confirmation (`confirm`)."""
     _require_word(confirmation, REBUILD_WORD, "request a rebuild")
     reason = require_reason(reason)
     store = open_store(config)
@@ -96,16 +102,26 @@ def request_rebuild(config: Config, reason: str, confirmation: str,
         active = store.active()
         if active is not None:
             if active.status in _JOINABLE:
-                return Requested(operation=active, joined_existing=True)
+                return Requested(operation=active, joined_existing=True,
+                                 confirm_with=_confirm_with(config, active))
             rollback = (OperationStatus.rollback_pending, OperationStatus.rollback_scheduled)
             what = "a rollback" if active.status in rollback else "a rebuild"
             raise Refused(f"operation {active.operation_id} ({what}) is {active.status.value}; "
                           "wait for it to finish")
         now = utcnow()
+        status = (OperationStatus.awaiting_confirmation if config.admin_confirm_minutes
+                  else OperationStatus.pending)
         created = store.create(Operation(operation_id=new_operation_id(now), created_at=now,
-                                         updated_at=now, reason=reason,
+                                         updated_at=now, reason=reason, status=status,
                                          requested_by=requested_by))
-        return Requested(operation=created, joined_existing=False)
+        return Requested(operation=created, joined_existing=False,
+                         confirm_with=_confirm_with(config, created))
+
+
+def _confirm_with(config: Config, op: Operation) -> str:
+    if op.status is not OperationStatus.awaiting_confirmation:
+        return ""
+    return confirm_command(config, op.operation_id)
 
 
 def request(config: Config, reason: str, confirmation: str,
@@ -121,9 +137,47 @@ def cancel(config: Config, operation_id: str, confirmation: str) -> Operation:
     with store.locked():
         op = store.load(operation_id)
         if op.status not in _JOINABLE:
-            raise Refused(f"operation {operation_id} is {op.status.value}; only a pending or "
-                          "scheduled operation can be cancelled")
+            raise Refused(f"operation {operation_id} is {op.status.value}; only an operation "
+                          "awaiting confirmation, pending or scheduled can be cancelled")
         return store.transition(operation_id, OperationStatus.cancelled, "cancelled on request")
+
+
+class Confirmed(BaseModel):
+    """What the admin's `confirm` wrote; the daemon takes it up at its next look at the store."""
+
+    operation_id: str
+    evidence: str
+
+
+def confirm(config: Config, operation_id: str) -> Confirmed:
+    """The admin's confirmation of a rebuild awaiting it: as root, never reachable by the
+    model (`confirmation`). It writes the confirmation only: the state dir is the Claude user's."""
+    path = write_confirmation(config, _checked_id(operation_id))
+    return Confirmed(operation_id=operation_id, evidence=str(path))
+
+
+def take_confirmations(config: Config) -> list[Operation]:
+    """The daemon's look at what awaits the admin: a confirmed request goes on to pending (it
+    runs after the next Stop); one unconfirmed for `admin_confirm_minutes` is cancelled."""
+    store = _reading_store(config)
+    if store is None:
+        return []
+    expiry = timedelta(minutes=config.admin_confirm_minutes)
+    changed = []
+    with store.locked():
+        for op in store.unsettled():
+            if op.status is not OperationStatus.awaiting_confirmation:
+                continue
+            if not confirmation_problem(config, op.operation_id):
+                changed.append(store.transition(op.operation_id, OperationStatus.pending,
+                                                "confirmed by the admin"))
+            elif utcnow() - op.created_at > expiry:
+                changed.append(store.transition(
+                    op.operation_id, OperationStatus.cancelled, "not confirmed in time",
+                    error=f"the admin did not confirm it within {config.admin_confirm_minutes} "
+                          f"minute(s) (admin_confirm_minutes): "
+                          f"{confirm_command(config, op.operation_id)}"))
+    return changed
 
 
 def rollback_request(config: Config, operation_id: str, confirmation: str) -> Operation:

@@ -42,6 +42,7 @@ from ..fsutil import atomic_copy, fsync_dir
 from ..paths import MANIFEST_SUFFIX
 from ..plan import Plan, PlanReport, build_plan
 from ..switching.base import Identity, StepHook, SwitchBase
+from .confirmation import unconfirmed
 from .files import (
     STOP_SUMMARY,
     FileSample,
@@ -94,6 +95,10 @@ def run_operation(config: Config, store: OperationStore, base: SwitchBase, opera
                   on_step: StepHook | None = None) -> Operation:
     """Drive a scheduled (or rollback_scheduled) operation to a settled state."""
     op = store.load(operation_id)
+    refused = unconfirmed(config, op)
+    if refused:
+        return store.transition(operation_id, OperationStatus.failed, "not confirmed",
+                                error=refused)
     run = _Run(config, store, base, op, on_step)
     if op.status is OperationStatus.scheduled:
         return run.rebuild()
