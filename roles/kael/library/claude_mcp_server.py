@@ -22,7 +22,7 @@ description:
     and the values of the server's C(env) are not either (only their names), so a play run with
     C(-v) prints no secret. Read the file with this module, never with C(slurp).
   - Read-only. A missing file is no registration; an unreadable one fails naming the cause.
-  - Run it as the Claude user (C(become_user)): run as root, it refuses a file in a place another
+  - Run it as the Claude user (C(become_user)). Run as root, it refuses a file in a place another
     user can change (one line naming it) rather than read it following that user's symlinks.
 version_added: "0.1.0"
 options:
