@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import os
-import re
 import tomllib
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol
 
+import re2
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -30,6 +30,7 @@ from .state_layout import (
     OPERATIONS,
     StateLayout,
     config_path,
+    read_config_file,
 )
 
 DEFAULT_POISON_PATTERN = (
@@ -148,7 +149,8 @@ class Config(BaseModel):
                           "are reported either way (`unreadable_lines`, `impossible_lines`)")
     poison_pattern: str = Field(
         DEFAULT_POISON_PATTERN, max_length=MAX_ARG,
-        description="case-insensitive regex counted over the last turns' speech")
+        description="case-insensitive regex counted over the last turns' speech; RE2 syntax "
+                    "(matching takes time linear in the text: no lookaround, no backreferences)")
     poison_threshold: Count = Field(2, ge=1, le=1_000_000,
                                     description="matches that block a rebuild")
     poison_window_turns: Count = Field(10, ge=1, le=1_000_000,
@@ -226,10 +228,7 @@ class Config(BaseModel):
     @field_validator("poison_pattern")
     @classmethod
     def _regex(cls, value: str) -> str:
-        try:
-            re.compile(value)
-        except re.error as exc:
-            raise ValueError(f"is not a valid regular expression: {exc}") from exc
+        poison_matcher(value)
         return value
 
     @field_validator("resume_command")
@@ -255,11 +254,35 @@ class Config(BaseModel):
         return StateLayout(self.state_dir)
 
     @property
-    def poison_regex(self) -> re.Pattern[str]:
-        return re.compile(self.poison_pattern, re.IGNORECASE)
+    def poison_regex(self) -> PoisonMatcher:
+        return poison_matcher(self.poison_pattern)
 
     def resume_argv(self, session_id: str) -> list[str]:
         return [word.replace("{session_id}", session_id) for word in self.resume_command]
+
+
+class PoisonMatcher(Protocol):
+    """A compiled `poison_pattern`: it finds its matches in UTF-8 text."""
+
+    def findall(self, text: bytes) -> list[Any]: ...
+
+
+def poison_matcher(pattern: str) -> PoisonMatcher:
+    """PATTERN compiled by RE2, case-insensitive, for UTF-8 text. RE2 matches in time linear in
+    the text whatever the pattern (Python's `re` backtracks: `(a+)+$` over forty letters would
+    run for hours), at the price of lookaround and backreferences, which it refuses. Raises
+    ValueError saying why RE2 refuses PATTERN."""
+    options = re2.Options()
+    options.case_sensitive = False
+    options.log_errors = False  # its reason goes into the config error, not onto stderr
+    try:
+        matcher: PoisonMatcher = re2.compile(pattern.encode(), options)
+    except re2.error as exc:
+        reason = exc.args[0] if exc.args else exc
+        reason = reason.decode(errors="replace") if isinstance(reason, bytes) else str(reason)
+        raise ValueError(f"is not a regular expression RE2 accepts (no lookaround or "
+                         f"backreferences): {reason}") from None
+    return matcher
 
 
 def _is_dir(path: Path) -> bool:
@@ -308,24 +331,25 @@ def load_config(path: str | os.PathLike[str] | None) -> Config:
         if path is None:
             problem = f"no config given: pass --config PATH or set {CONFIG_ENV}"
             raise ConfigError("config", [problem])
-    file = Path(path)
+    source = os.fspath(path)
     try:
-        require_path_text(str(file))
-        raw = file.read_bytes()
+        require_path_text(source)
     except ValueError as exc:
-        raise ConfigError(shown(file), [str(exc)]) from None
+        raise ConfigError(shown(source), [str(exc)]) from None
+    try:
+        raw = read_config_file(source)
+    except ValueError as exc:  # not a regular file, too large
+        raise ConfigError(source, [str(exc)]) from None
     except FileNotFoundError:
-        raise ConfigError(str(file), ["file not found"]) from None
-    except IsADirectoryError:
-        raise ConfigError(str(file), ["is a directory, not a TOML file"]) from None
+        raise ConfigError(source, ["file not found"]) from None
     except PermissionError:
-        raise ConfigError(str(file), ["permission denied"]) from None
+        raise ConfigError(source, ["permission denied"]) from None
     except OSError as exc:
-        raise ConfigError(str(file), [exc.strerror or str(exc)]) from None
+        raise ConfigError(source, [exc.strerror or str(exc)]) from None
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
-        raise ConfigError(str(file), ["not UTF-8 text"]) from None
+        raise ConfigError(source, ["not UTF-8 text"]) from None
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(str(file), [f"not valid TOML: {exc}"]) from None
-    return parse_config(data, str(file))
+        raise ConfigError(source, [f"not valid TOML: {exc}"]) from None
+    return parse_config(data, source)

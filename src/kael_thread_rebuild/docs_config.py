@@ -20,7 +20,7 @@ from pydantic.fields import FieldInfo
 
 from .config import DEFAULT_POISON_PATTERN, MAX_COUNT, Config
 from .fsutil import atomic_write_text
-from .state_layout import CONFIG_ENV
+from .state_layout import CONFIG_ENV, MAX_CONFIG_BYTES
 
 INTRO = f"""\
 # Configuration
@@ -29,9 +29,11 @@ INTRO = f"""\
 (src/kael_thread_rebuild/config.py); edit the model, then regenerate. A test fails when this
 page differs from what the generator prints. -->
 
-One TOML file per Claude Code instance, given with `--config PATH` or `{CONFIG_ENV}`.
-Unknown keys are errors (a typo must not silently fall back to a default). A bad file prints one
-line per key (its first problem), naming the key, and exits 2; never a traceback.
+One TOML file per Claude Code instance, given with `--config PATH` or `{CONFIG_ENV}`,
+a regular file of at most {MAX_CONFIG_BYTES >> 20} MiB (a device such as `/dev/zero`, a FIFO or a
+larger file is refused with one line and exit 2, without reading on). Unknown keys are errors (a
+typo must not silently fall back to a default). A bad file prints one line per key (its first
+problem), naming the key, and exits 2; never a traceback.
 
 Types are strict: a bool is `true` or `false` (never `"yes"`, `"1"` or `1`), an integer is a
 TOML integer (never `"1"`, `true` or `1.0`), a number of seconds is a TOML number. Every number

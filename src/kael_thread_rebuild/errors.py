@@ -1,6 +1,23 @@
-"""Errors that reach a user: each carries a one-line message and the exit code it maps to."""
+"""Errors that reach a user: each carries a one-line message and the exit code it maps to.
+
+A message is one line whatever it names: a path or a word with a line break or another control
+character in it (`/x/pr\\noj`) is shown with that character escaped, here, for every message.
+"""
 
 from __future__ import annotations
+
+import re
+import sys
+from typing import TextIO
+
+# What ends or rewrites a line on a terminal, or in `str.splitlines`: C0 and C1 controls, and the
+# Unicode line and paragraph separators.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def one_line(text: str) -> str:
+    """TEXT with each control character written as its escape (`\\n`, `\\x1b`)."""
+    return _CONTROL.sub(lambda found: repr(found.group())[1:-1], text)
 
 
 class KaelError(Exception):
@@ -8,16 +25,32 @@ class KaelError(Exception):
 
     exit_code = 1
 
+    def __str__(self) -> str:
+        return one_line(super().__str__())
+
+    def lines(self) -> list[str]:
+        """What the user is shown, one line each."""
+        return [str(self)]
+
+    def report(self, prog: str, file: TextIO | None = None) -> None:
+        """Print the lines on stderr (or FILE), each after PROG."""
+        for line in self.lines():
+            print(f"{prog}: {line}", file=file or sys.stderr, flush=True)
+
 
 class ConfigError(KaelError):
-    """The config file is missing or invalid: one problem per line, exit 2."""
+    """The config file is missing or invalid: one problem per line, exit 2 (`str` joins them
+    with "; ")."""
 
     exit_code = 2
 
     def __init__(self, source: str, problems: list[str]) -> None:
         self.source = source
         self.problems = problems
-        super().__init__("\n".join(f"{source}: {problem}" for problem in problems))
+        super().__init__("; ".join(self.lines()))
+
+    def lines(self) -> list[str]:
+        return [one_line(f"{self.source}: {problem}") for problem in self.problems]
 
 
 class UsageError(KaelError):
@@ -48,7 +81,7 @@ class StorageError(KaelError, OSError):
         self.filename = filename
 
     def __str__(self) -> str:
-        return str(self.args[0])  # OSError's own would rebuild it from errno and filename
+        return one_line(str(self.args[0]))  # OSError's own would rebuild it from errno and filename
 
     @classmethod
     def writing(cls, path: object, exc: OSError) -> StorageError:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import stat
 import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -32,6 +33,9 @@ from pathlib import Path
 from typing import Any
 
 CONFIG_ENV = "KAEL_REBUILD_CONFIG"
+MAX_CONFIG_BYTES = 1 << 20  # a config is a few hundred bytes; a system prompt in it still fits
+_KINDS = {stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
+          stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket"}
 DEFAULT_STATE_DIR = "~/.local/state/kael-thread-rebuild"
 
 OPERATIONS = "operations"
@@ -92,10 +96,33 @@ def config_path_in(argv: Sequence[str]) -> str | None:
     return config_path(known.config)
 
 
+def read_config_file(path: str | os.PathLike[str]) -> bytes:
+    """The bytes of the config file PATH: a regular file of at most MAX_CONFIG_BYTES (a device
+    such as /dev/zero, a FIFO or a huge file would be read without end). Raises OSError as
+    `open` does, or ValueError with one sentence."""
+    # O_NONBLOCK: opening a FIFO must not wait for a writer; a regular file ignores it.
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise ValueError("is a directory, not a TOML file")
+        if not stat.S_ISREG(mode):
+            raise ValueError(f"is {_KINDS.get(stat.S_IFMT(mode), 'not a file')}, not a regular "
+                             "file")
+        data = bytearray()
+        while len(data) <= MAX_CONFIG_BYTES and (chunk := os.read(fd, 1 << 16)):
+            data += chunk
+    finally:
+        os.close(fd)
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ValueError(f"is over {MAX_CONFIG_BYTES >> 20} MiB; a config file is at most that")
+    return bytes(data)
+
+
 def peek_config(path: str) -> dict[str, Any]:
     """The config file's TOML, unvalidated: for fast paths that must not wait for the model.
     Raises OSError or ValueError; the engine reports a bad config properly later."""
-    return tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    return tomllib.loads(read_config_file(path).decode("utf-8"))
 
 
 def peeked_state_dir(data: dict[str, Any]) -> Path:

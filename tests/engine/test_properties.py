@@ -82,7 +82,7 @@ def test_carried_speech_equals_source_speech_and_no_runtime_is_carried(
     expected = _expected(b)
     with tempfile.TemporaryDirectory() as temp:
         project = Path(temp)
-        config = parse_config({"project_dir": temp, "poison_pattern": "(?!x)x",
+        config = parse_config({"project_dir": temp, "poison_pattern": "[^\\s\\S]",
                                "freeze_startup_snapshot": False})
         source = b.write(project / f"{b.session_id}.jsonl")
         plan = build_plan(config, source)

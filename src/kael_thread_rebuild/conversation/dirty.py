@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
+from ..transcript.json_text import text_bytes
 from .records import Dirt
+
+if TYPE_CHECKING:
+    from ..config import PoisonMatcher
 
 RUNTIME_CATEGORIES = [d for d in Dirt if d is not Dirt.bookkeeping]
 
@@ -53,6 +57,7 @@ def dirty_report(tally: Mapping[str, int], conversation_bytes: int, budget: int,
     )
 
 
-def poison_score(texts: Iterable[str], pattern: re.Pattern[str]) -> int:
-    """Matches of the poison pattern in TEXTS (the speech of the last turns)."""
-    return sum(len(pattern.findall(text)) for text in texts)
+def poison_score(texts: Iterable[str], pattern: PoisonMatcher) -> int:
+    """Matches of the poison pattern in TEXTS (the speech of the last turns), in their UTF-8
+    bytes (a lone surrogate kept as its three bytes, as the engine measures text)."""
+    return sum(len(pattern.findall(text_bytes(text))) for text in texts)

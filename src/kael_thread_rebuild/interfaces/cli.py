@@ -112,8 +112,7 @@ def _run(words: list[str], started: SecondHalf | None) -> int:
         config = load_config(getattr(args, "config", None))
         code = invoke(args.action, config, args, started)
     except KaelError as exc:
-        for line in str(exc).splitlines():
-            print(f"{PROG}: {line}", file=sys.stderr)
+        exc.report(PROG)
         return exc.exit_code
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)

@@ -83,8 +83,7 @@ def run(argv: Sequence[str]) -> int:
         try:
             config = load_config(config_path)
         except KaelError as exc:
-            for line in str(exc).splitlines():
-                print(f"kael-thread-rebuild hook-stop: {line}", file=sys.stderr)
+            exc.report("kael-thread-rebuild hook-stop")
             return 0
         record_stop_input(config, raw)
     return 0

@@ -212,8 +212,7 @@ class _ConfigLoader(threading.Thread):
         try:
             self._config = load_config(self._path)
         except ConfigError as exc:
-            print(f"{PROG}: {exc.source}: {'; '.join(exc.problems)}", file=sys.stderr,
-                  flush=True)
+            print(f"{PROG}: {exc}", file=sys.stderr, flush=True)  # one line: the problems joined
             os._exit(exc.exit_code)
 
     def config(self) -> Config:
