@@ -27,7 +27,7 @@ from kael_thread_rebuild.claude_code import registry
 from kael_thread_rebuild.config import Config
 from kael_thread_rebuild.doctor.runner import run_doctor
 from kael_thread_rebuild.operations import service
-from kael_thread_rebuild.operations.model import OperationStatus
+from kael_thread_rebuild.operations.model import Operation, OperationStatus
 from kael_thread_rebuild.operations.store import OperationStore
 from kael_thread_rebuild.operations.switchover import health_problem
 from kael_thread_rebuild.operations.worker import run_operation
@@ -305,14 +305,20 @@ def _unit_state(stage: Stage) -> str:
     return stage.household.systemctl("is-active", stage.unit, check=False).stdout.strip()
 
 
-def test_an_admins_stop_during_the_switch_is_respected(stage: Stage) -> None:
+def _rebuild_meeting(stage: Stage, *systemctl: str) -> Operation:
+    """A rebuild of the unit running SESSION, with `systemctl SYSTEMCTL… <unit>` in its health
+    window."""
     write_source(stage.config)
     stage.start_on(SESSION)
     base, store = stage.base(), OperationStore(stage.config.state_dir)
-    on_step, stopping = _in_the_health_window(stage, "stop")
-
+    on_step, acting = _in_the_health_window(stage, *systemctl)
     op = run_operation(stage.config, store, base, _scheduled(stage.config, base), on_step)
-    stopping.join()
+    acting.join()
+    return op
+
+
+def test_an_admins_stop_during_the_switch_is_respected(stage: Stage) -> None:
+    op = _rebuild_meeting(stage, "stop")
     print(f"systemd drill: after the admin's stop: {op.status.value}: {op.error}")
     assert op.status is OperationStatus.failed, op.error
     assert op.history[-1].note == "stopped from outside"
@@ -332,16 +338,10 @@ def test_an_admins_restart_in_the_health_window_is_not_a_crash(stage: Stage) -> 
     stage.household.write(f"/etc/systemd/system/{stage.unit}.d/slow-start.conf",
                           "[Service]\nExecStartPre=/bin/sleep 0.5\n")
     stage.household.systemctl("daemon-reload")
-    write_source(stage.config)
-    stage.start_on(SESSION)
-    base, store = stage.base(), OperationStore(stage.config.state_dir)
-    on_step, restarting = _in_the_health_window(stage, "restart")
-
-    op = run_operation(stage.config, store, base, _scheduled(stage.config, base), on_step)
-    restarting.join()
+    op = _rebuild_meeting(stage, "restart")
     assert op.status is OperationStatus.activated, op.error
     new = op.new_session_id
-    assert new is not None and base.running_session() == new
+    assert new is not None and stage.base().running_session() == new
     # Started twice on the new session: by the switch, then by the admin's restart.
     starts = stage.household.journal(stage.unit).count(f"claude-start: resuming session {new}")
     assert starts == 2, stage.household.journal(stage.unit)
@@ -350,13 +350,7 @@ def test_an_admins_restart_in_the_health_window_is_not_a_crash(stage: Stage) -> 
 def test_a_crash_in_the_health_window_is_still_a_crash(stage: Stage) -> None:
     """systemd restarts a crashed unit by itself (Restart=on-failure) onto the same pointer:
     that is no restart from outside; the new session is not healthy."""
-    write_source(stage.config)
-    stage.start_on(SESSION)
-    base, store = stage.base(), OperationStore(stage.config.state_dir)
-    on_step, killing = _in_the_health_window(stage, "kill", "--signal", "KILL")
-
-    op = run_operation(stage.config, store, base, _scheduled(stage.config, base), on_step)
-    killing.join()
+    op = _rebuild_meeting(stage, "kill", "--signal", "KILL")
     assert op.status is OperationStatus.rolled_back, op.error
     assert op.error.startswith(f"the target is not alive after switching to session "
                                f"{op.new_session_id}")

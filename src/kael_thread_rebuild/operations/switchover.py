@@ -8,10 +8,13 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
+from typing import TypeVar
 
 from ..config import Config
 from ..errors import KaelError
 from ..switching.base import Identity, StepHook, SwitchBase
+
+T = TypeVar("T")
 
 #: How often the health check looks at the target at most (the switch's downtime waits on it).
 HEALTH_POLL_SECONDS = 0.05
@@ -22,39 +25,32 @@ def same_target(a: Identity | None, b: Identity | None) -> bool:
     return a is not None and b is not None and (a.base, a.token) == (b.base, b.token)
 
 
-def read_identity(base: SwitchBase) -> Identity | None:
+def _answer(ask: Callable[[], T], unknown: T) -> T:
+    """What the base answers; UNKNOWN when it cannot tell (one line: the KaelError)."""
     try:
-        return base.identity()
+        return ask()
     except KaelError:
-        return None
+        return unknown
+
+
+def read_identity(base: SwitchBase) -> Identity | None:
+    return _answer(base.identity, None)
 
 
 def read_running(base: SwitchBase) -> str | None:
-    try:
-        return base.running_session()
-    except KaelError:
-        return None
+    return _answer(base.running_session, None)
 
 
 def is_alive(base: SwitchBase) -> bool:
-    try:
-        return base.alive()
-    except KaelError:
-        return False
+    return _answer(base.alive, False)
 
 
 def is_restarting(base: SwitchBase) -> bool:
-    try:
-        return base.restarting()
-    except KaelError:
-        return False
+    return _answer(base.restarting, False)
 
 
 def stopped_from_outside(base: SwitchBase) -> str:
-    try:
-        return base.stopped_from_outside()
-    except KaelError:
-        return ""
+    return _answer(base.stopped_from_outside, "")
 
 
 def start_problem(base: SwitchBase, session_id: str) -> str:

@@ -16,6 +16,7 @@ restart kills every process in it.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -44,6 +45,8 @@ from .pointer import (
 
 #: Longer than systemd's default stop timeout (90 s) plus a start.
 RESTART_TIMEOUT_SECONDS = 120.0
+#: How often a stop from outside is looked at while it runs.
+STOP_POLL_SECONDS = 0.05
 
 _OTHER_UNIT_TYPES = frozenset({"socket", "target", "device", "mount", "automount", "swap", "timer",
                                "path", "slice", "scope"})
@@ -93,12 +96,12 @@ _STARTING_JOBS = frozenset({"restart", "start", "try-restart", "reload-or-start"
                             "reload-or-restart"})
 
 
-def outside_stop(run: RunState) -> str:
-    """Why RUN shows a unit stopped on purpose (an admin's `systemctl stop`, or a Claude Code
-    that quit cleanly, which `Restart=on-failure` does not restart either), in one line; empty
-    when it is not (running, crashed, or coming up again)."""
-    if run.job_type == "stop":
-        return "systemctl stop: a stop job runs for it"
+def outside_stop(run: RunState, stop_job: bool = False) -> str:
+    """Why RUN shows a unit stopped on purpose (an admin's `systemctl stop`: STOP_JOB when one
+    was seen running; or a Claude Code that quit cleanly, which `Restart=on-failure` does not
+    restart either), in one line; empty when it is not (running, crashed, coming up again)."""
+    if stop_job and run.job_type in ("", "stop") and run.active_state != "active":
+        return "systemctl stop: a stop job ran for it"
     if run.active_state == "inactive" and run.result == "success" and not run.job_type:
         return "inactive after a stop or a clean exit, which systemd does not restart either"
     return ""
@@ -205,8 +208,16 @@ class SystemdBase:
         return ""
 
     def stopped_from_outside(self) -> str:
+        """A stop under way is waited for: until the unit is down, its processes may still
+        write (Claude Code appends to its transcript as it ends)."""
         with self._manager() as manager:
-            return outside_stop(manager.run_state(self.unit))
+            run = manager.run_state(self.unit)
+            stop_job = run.job_type == "stop"
+            deadline = time.monotonic() + self.restart_timeout
+            while run.job_type == "stop" and time.monotonic() < deadline:
+                time.sleep(STOP_POLL_SECONDS)
+                run = manager.run_state(self.unit)
+        return outside_stop(run, stop_job)
 
     def restarting(self) -> bool:
         with self._manager() as manager:
