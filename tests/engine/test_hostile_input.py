@@ -210,3 +210,22 @@ def test_a_pattern_the_linear_engine_cannot_run_is_refused_at_config_read(
         _one_line(run([CLI, "--config", file, command]), 2,
                   f"poison_pattern: is not a regular expression RE2 accepts (no lookaround or "
                   f"backreferences): {reason}")
+
+
+def test_status_shows_a_line_break_in_a_reason_or_a_path_escaped(
+        config: Config, config_path: Path) -> None:
+    requested = run([CLI, "--config", config_path, "request", "--reason", "tidy\nup",
+                     "--confirm", "REBUILD"])
+    assert requested.returncode == 0, requested.stderr
+    stop = {"session_id": SESSION, "hook_event_name": "Stop",
+            "transcript_path": f"{config.project_dir}/x\ny.jsonl"}
+    hook = run([CLI, "--config", config_path, "hook-stop"], stdin=json.dumps(stop).encode())
+    assert hook.returncode == 0 and hook.stderr == "", hook.stderr
+
+    status = run([CLI, "--config", config_path, "status"]).stdout.splitlines()
+    assert ["reason", "tidy\\nup"] in [line.split() for line in status], status
+    assert f"error      the Stop hook's session_id {SESSION} is not the transcript's (x\\ny)" \
+        in [line.strip() for line in status], status
+    assert not [line for line in status if line.startswith(("up", "y)"))], status
+    history = run([CLI, "--config", config_path, "history"]).stdout.splitlines()
+    assert len(history) == 1 and history[0].endswith("  tidy\\nup"), history

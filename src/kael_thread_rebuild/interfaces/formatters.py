@@ -17,13 +17,13 @@ from ..operations.store import Recovery, StrayFile
 from .action_model import Nothing
 from .claude_pieces import ClaudePieces, settings_text
 from .outcomes import CandidateSummary, Found, History, StartFailed, Waited
-from .output import emit
+from .output import emit, write_lines
 
 AFTER_STOP = "runs after the current reply of the Claude Code session ends (its Stop hook)"
 
 
 def _print(lines: list[str]) -> None:
-    sys.stdout.write("".join(f"{line}\n" for line in lines))
+    write_lines(lines)
 
 
 def _time(moment: datetime) -> str:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 from typing import Any
 
 import orjson
 from pydantic import BaseModel
+
+from ..errors import one_line
 
 
 def _lines(value: Any, indent: int = 0) -> list[str]:
@@ -28,9 +31,15 @@ def _lines(value: Any, indent: int = 0) -> list[str]:
     return lines
 
 
+def write_lines(lines: Iterable[str]) -> None:
+    """LINES on stdout, each kept one line: a line break or another control character in a
+    value (a path, a reason) is shown escaped, as in error messages."""
+    sys.stdout.write("".join(f"{one_line(line)}\n" for line in lines))
+
+
 def emit(value: BaseModel | dict[str, Any], as_json: bool) -> None:
     data = value.model_dump(mode="json") if isinstance(value, BaseModel) else value
     if as_json:
         sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
-        sys.stdout.write("\n".join(_lines(data)) + "\n")
+        write_lines(_lines(data) or [""])
