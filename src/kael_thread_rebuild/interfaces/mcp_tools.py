@@ -177,7 +177,14 @@ def serve(config: Config, wire_in: Lines, wire_out: BinaryIO, *,
     """Serve the seven tools over WIRE_IN/WIRE_OUT until the client closes its side, first
     replaying ANSWERED (the client's lines so far) and holding back the answers to
     ANSWERED_IDS and the acknowledgements of the subscriptions ACKNOWLEDGED."""
-    server = build_server(config)
+    serve_server(build_server(config), wire_in, wire_out, answered=answered,
+                 answered_ids=answered_ids, acknowledged=acknowledged)
+
+
+def serve_server(server: MCPServer[Any], wire_in: Lines, wire_out: BinaryIO, *,
+                 answered: Sequence[bytes] = (), answered_ids: set[Hashable] | None = None,
+                 acknowledged: set[Hashable] | None = None) -> None:
+    """`serve` for any SDK server (the advisor's too)."""
     lowlevel = server._lowlevel_server  # MCPServer.run_stdio_async, with our streams
     stdin = cast(TextIO, _Replay(list(answered), wire_in))
     stdout = cast(TextIO, _Answers(wire_out, answered_ids or set(), acknowledged or set()))
@@ -220,18 +227,23 @@ class _Collected(io.RawIOBase):
         return len(data)
 
 
-def record_snapshot() -> dict[str, Any]:
+def record_snapshot(build: Callable[[], MCPServer[Any]] | None = None,
+                    generated_by: str = "python -m kael_thread_rebuild.interfaces.mcp_tools",
+                    ) -> dict[str, Any]:
     """The SDK server's answers to what a client asks before calling a tool, for every
     protocol version it speaks: `initialize` and the lists (handshake versions);
     `server/discover`, the acknowledgement of `subscriptions/listen` and the lists, each request
-    carrying its version in `_meta` as Claude Code sends them (the newer versions)."""
+    carrying its version in `_meta` as Claude Code sends them (the newer versions). BUILD
+    makes the server (default: this one's, with its tools listed, never called)."""
+    build = build or (lambda: build_server(  # listed, never called
+        Config.model_construct(project_dir=Path("/nonexistent"))))
     versions: dict[str, dict[str, Any]] = {}
     for version in HANDSHAKE_PROTOCOL_VERSIONS:
         hello = {"protocolVersion": version, "capabilities": {},
                  "clientInfo": {"name": "snapshot", "version": "0"}}
         initialized = json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        versions[version] = _record([("initialize", hello), initialized,
-                                     *((method, None) for method in SNAPSHOT_METHODS)])
+        versions[version] = _record(build, [("initialize", hello), initialized,
+                                            *((method, None) for method in SNAPSHOT_METHODS)])
     for version in MODERN_PROTOCOL_VERSIONS:
         meta = {"_meta": {PROTOCOL_VERSION_KEY: version,
                           "io.modelcontextprotocol/clientInfo": {"name": "snapshot",
@@ -239,24 +251,23 @@ def record_snapshot() -> dict[str, Any]:
                           "io.modelcontextprotocol/clientCapabilities": {}}}
         listen = json.dumps({"jsonrpc": "2.0", "id": "listen", "method": "subscriptions/listen",
                              "params": {**meta, **LISTEN}})
-        answers = _record([("server/discover", meta), listen,
-                           *((method, meta) for method in SNAPSHOT_METHODS)])
+        answers = _record(build, [("server/discover", meta), listen,
+                                  *((method, meta) for method in SNAPSHOT_METHODS)])
         answers["subscriptions/listen"] = {"request": LISTEN,
                                            "notification": answers.pop(ACKNOWLEDGED)}
         versions[version] = answers
-    return {"generated_by": "python -m kael_thread_rebuild.interfaces.mcp_tools",
-            "protocol_versions": versions}
+    return {"generated_by": generated_by, "protocol_versions": versions}
 
 
-def _record(script: list[tuple[str, dict[str, Any] | None] | str]) -> dict[str, Any]:
+def _record(build: Callable[[], MCPServer[Any]],
+            script: list[tuple[str, dict[str, Any] | None] | str]) -> dict[str, Any]:
     """The SDK server's answer to each request of SCRIPT (a line as is: not answered), and
     its notifications, by method."""
     methods = [step[0] for step in script if isinstance(step, tuple)]
     lines = [step.encode() + b"\n" if isinstance(step, str) else
              _line(methods.index(step[0]), step[0], step[1]) for step in script]
     answers = _Collected(len(methods))
-    serve(Config.model_construct(project_dir=Path("/nonexistent")),  # listed, never called
-          cast(BinaryIO, _Script(lines, answers)), cast(BinaryIO, answers))
+    serve_server(build(), cast(BinaryIO, _Script(lines, answers)), cast(BinaryIO, answers))
     recorded: dict[str, Any] = {}
     for message in answers.messages:
         if isinstance(message.get("id"), int):
