@@ -89,3 +89,32 @@ def test_recovery_gives_the_pane_its_remain_on_exit_back(
         assert recovered.error == (f"interrupted before switching; nothing was switched: the "
                                    f"old session {SESSION} still runs")
         assert not (env.config.project_dir / f"{new}.jsonl").exists()
+
+
+def test_a_pane_left_with_neither_session_does_not_keep_the_candidate_in_project_dir(
+        tmux: PrivateTmux, tmp_path: Path) -> None:
+    env, target = _stage(tmux, tmp_path)
+    # The resume command's program: there at prepare's start check, gone when the switch
+    # starts it, for the new session and for the old one.
+    program = tmp_path / "bin" / "claude"
+    program.parent.mkdir()
+    program.symlink_to(sys.executable)
+    registry = env.config.claude_config_dir / "sessions"  # type: ignore[operator]
+    config = env.config.model_copy(update={"resume_command": [
+        str(program), "-c", STARTING_CLAUDE, "{session_id}", str(registry), "idle"]})
+    base = TmuxBase(config)
+    op = scheduled(config, base)  # type: ignore[arg-type]
+
+    def program_gone(step: str) -> None:
+        if step == "switch":
+            program.unlink()
+
+    op = worker.run_operation(config, env.store, base, op.operation_id, program_gone)
+
+    assert op.status is S.failed and op.rollback_ok is False, op.error
+    assert "resuming the old session failed too" in op.error
+    assert tmux.display(target, "#{pane_dead}") == "1"  # kept for a look, with neither session
+    new = op.new_session_id
+    kept = config.state_dir / "candidates" / op.operation_id / f"{new}.jsonl"
+    assert op.candidate_path == str(kept) and kept.is_file()
+    assert sorted(p.name for p in config.project_dir.iterdir()) == [f"{SESSION}.jsonl"]
