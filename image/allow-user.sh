@@ -44,22 +44,22 @@ printf '%s' "$wait_timeout" | grep -Eqx '[1-9][0-9]{0,5}' \
 config="$(kael_config_path allow-user "$config")" || exit 2
 [ -x "$wrapper" ] || { echo "allow-user: no wrapper at $wrapper (install image/kael-run)" >&2; exit 2; }
 run_dir="$(sed -n 's/^RUN_DIR=//p' "$wrapper")"
-if [ "$remove" -eq 0 ]; then
-  [ -n "$user" ] || { echo "allow-user: --user NAME is required" >&2; exit 2; }
-  uid="$(id -u "$user")" gid="$(id -g "$user")"
-  [ "$uid" -ne 0 ] || { echo "allow-user: root needs no rule (it runs docker itself)" >&2; exit 2; }
-else
-  uid=0 gid=0
+if [ "$remove" -eq 1 ]; then
+  # Only the instance's name is needed: the config is read as its owner, nothing is mounted.
+  kael_config_facts "$image" "$config" "$(stat -c %u "$config")" "$(stat -c %g "$config")" mcp
+  instance="$(sed -n 's/^instance\t//p' <<<"$KAEL_FACTS")"
+  [ -n "$instance" ] || { echo "allow-user: no instance name in $config" >&2; exit 2; }
+  rm -f "/etc/sudoers.d/$(kael_sudoers_name "$instance")" \
+    "$run_dir/$instance".{mcp,hook,wait,start-failed}.argv
+  exit 0
 fi
+[ -n "$user" ] || { echo "allow-user: --user NAME is required" >&2; exit 2; }
+uid="$(id -u "$user")" gid="$(id -g "$user")"
+[ "$uid" -ne 0 ] || { echo "allow-user: root needs no rule (it runs docker itself)" >&2; exit 2; }
 KAEL_ARGS=()
 kael_read_config "$image" "$config" "$uid" "$gid" mcp
 instance="$KAEL_INSTANCE"
 sudoers="/etc/sudoers.d/$(kael_sudoers_name "$instance")"
-
-if [ "$remove" -eq 1 ]; then
-  rm -f "$sudoers" "$run_dir/$instance".{mcp,hook,wait,start-failed}.argv
-  exit 0
-fi
 install -d -o root -g root -m 0755 "$run_dir"
 umask 022
 # write_argv ROLE WORD... -> RUN_DIR/<instance>.ROLE.argv, one word a line, replaced by rename

@@ -7,9 +7,15 @@ ask the image. One line per fact, tab-separated, for `image/lib.sh`:
     instance  NAME
     activation  tmux|systemd|pointer
     state     PATH        the state dir (created by the run script when missing)
-    mount     PATH  rw|ro  bind-mounted at the same path inside; must exist on the host
-    optional  PATH  rw|ro  mounted only when it exists on the host
+    mount     PATH  rw|ro  OWNER  bind-mounted at the same path inside; must exist on the host
+    optional  PATH  rw|ro  OWNER  mounted only when it exists on the host
     env       NAME=VALUE  set in the container
+
+OWNER is who must own PATH for the run scripts to mount it (`image/lib.sh` refuses any other
+owner, and a path that is or passes through a symlink): `user`, the Claude user (every path of
+its own: project, state, Claude Code's config and workdir, tmux socket, pointer, user bus);
+`root`, the system's (the system bus); `root-or-user`, the config file (the installer's is
+root's, one written by hand may be the user's; every path it names is checked by its own kind).
 
 Every path is absolute (the config guarantees it); `~` in the config expands with $HOME, which the
 run scripts set to the Claude user's home.
@@ -44,6 +50,7 @@ from kael_thread_rebuild.errors import KaelError
 from kael_thread_rebuild.state_layout import CONFIG_ENV
 
 PURPOSES = ("daemon", "mcp", "doctor")
+USER, ROOT, ROOT_OR_USER = "user", "root", "root-or-user"
 
 
 def facts(config: Config, config_path: Path, uid: int,
@@ -53,9 +60,9 @@ def facts(config: Config, config_path: Path, uid: int,
         ("instance", config.instance),
         ("activation", config.activation.value),
         ("state", str(config.state_dir)),
-        ("mount", str(config.project_dir), "ro" if reads_only else "rw"),
-        ("mount", str(config.state_dir), "rw"),
-        ("mount", str(config_path), "ro"),
+        ("mount", str(config.project_dir), "ro" if reads_only else "rw", USER),
+        ("mount", str(config.state_dir), "rw", USER),
+        ("mount", str(config_path), "ro", ROOT_OR_USER),
         ("env", f"{CONFIG_ENV}={config_path}"),  # every command in the container finds it
     ]
     # Read-only views of Claude Code's own state: the session registry (`sessions/`, which the
@@ -63,32 +70,32 @@ def facts(config: Config, config_path: Path, uid: int,
     # The container runs as the Claude user, who can read all of it anyway, with no network.
     # Without claude_config_dir doctor reads ~/.claude, Claude Code's default.
     config_dir = config.claude_config_dir or Path.home() / ".claude"
-    lines.append(("mount" if config.claude_config_dir else "optional", str(config_dir), "ro"))
+    lines.append(("mount" if config.claude_config_dir else "optional", str(config_dir), "ro", USER))
     beside = [str(path) for path in global_state_files(config_dir) if path.parent != config_dir]
     unmounted = []
     if purpose == "doctor":
-        lines += [("optional", path, "ro") for path in beside]
+        lines += [("optional", path, "ro", USER) for path in beside]
     else:
         unmounted += beside
     if config.claude_workdir is not None:
-        lines.append(("mount", str(config.claude_workdir), "ro"))
+        lines.append(("mount", str(config.claude_workdir), "ro", USER))
     if config.activation is Activation.tmux:
         socket = config.tmux_socket
         if socket is not None and "/" in socket:
-            lines.append(("mount", str(Path(socket).parent), "rw"))
+            lines.append(("mount", str(Path(socket).parent), "rw", USER))
         else:  # -L NAME or the default socket: tmux's own directory for the uid
-            lines.append(("mount", f"/tmp/tmux-{uid}", "rw"))
+            lines.append(("mount", f"/tmp/tmux-{uid}", "rw", USER))
     if config.resume_pointer_path is not None:
         if reads_only:
             unmounted.append(str(config.resume_pointer_path.parent))
         else:
-            lines.append(("mount", str(config.resume_pointer_path.parent), "rw"))
+            lines.append(("mount", str(config.resume_pointer_path.parent), "rw", USER))
     if config.activation is Activation.systemd:
         if config.systemd_bus is SystemdBus.system:
-            lines.append(("mount", "/run/dbus", "rw"))
-            lines.append(("optional", "/run/systemd/system", "ro"))
+            lines.append(("mount", "/run/dbus", "rw", ROOT))
+            lines.append(("optional", "/run/systemd/system", "ro", ROOT))
         else:
-            lines.append(("mount", f"/run/user/{uid}", "rw"))
+            lines.append(("mount", f"/run/user/{uid}", "rw", USER))
             lines.append(("env", f"XDG_RUNTIME_DIR=/run/user/{uid}"))
             lines.append(("env", f"DBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/{uid}/bus"))
     if unmounted:

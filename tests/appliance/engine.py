@@ -287,6 +287,8 @@ def hardening_problems(attrs: dict[str, Any], user: str) -> list[str]:
         problems.append(f"no no-new-privileges: SecurityOpt={host.get('SecurityOpt')}")
     if "/tmp" not in (host.get("Tmpfs") or {}):
         problems.append("no tmpfs on /tmp")
+    if not host.get("NanoCpus"):
+        problems.append("no CPU limit (--cpus)")
     for mount in attrs.get("Mounts") or []:
         if mount.get("Type") != "bind":
             problems.append(f"{mount.get('Type')} mount at {mount.get('Destination')}")
