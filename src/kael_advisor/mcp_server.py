@@ -1,0 +1,64 @@
+"""The `kael-advisor-mcp` stdio server; its project is its working directory.
+
+Its start-up path is the rebuild's (`kael_thread_rebuild.interfaces.mcp_server`): standard
+library only, it answers `initialize` (or Claude Code's `server/discover`) and the list requests
+from `mcp_snapshot.json` and hands the connection to the SDK server (`mcp_tools`) at the first
+tool call, so Claude Code's few seconds for the handshake are never spent importing the SDK.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import BinaryIO
+
+from kael_thread_rebuild.interfaces.mcp_server import (
+    Lines,
+    Snapshot,
+    _Handshake,
+    _private_wire,
+    _Wire,
+)
+
+from . import __version__
+
+PROG = "kael-advisor-mcp"
+SNAPSHOT = Path(__file__).with_name("mcp_snapshot.json")
+
+
+def serve(project: Path, wire_in: Lines, wire_out: BinaryIO, snapshot: Snapshot) -> None:
+    handshake = _Handshake(snapshot)
+    wire = _Wire(wire_in, wire_out)
+    while line := wire.readline():
+        reply = handshake.answer(line)
+        if reply is None:
+            from .mcp_tools import serve as serve_tools
+
+            serve_tools(project, wire, wire_out, answered=handshake.lines,
+                        answered_ids=handshake.answered_ids,
+                        acknowledged=handshake.acknowledged)
+            return
+        if reply:
+            wire_out.write(reply)
+            wire_out.flush()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog=PROG, description="The advisor's MCP server (stdio): five tools through which "
+        "Claude Code consults a Kimi Code advisor. Its project is its working directory.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.parse_args(argv)
+    snapshot: Snapshot = json.loads(SNAPSHOT.read_bytes())["protocol_versions"]
+    wire_in, wire_out = _private_wire()
+    with contextlib.suppress(KeyboardInterrupt):
+        serve(Path.cwd(), wire_in, wire_out, snapshot)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
