@@ -72,7 +72,8 @@ def _end(process: subprocess.Popen[bytes], wait: float) -> None:
 
 def _failure(returncode: int, stderr: str, transcript: Transcript) -> AdvisorError:
     lines = [line.strip() for line in stderr.splitlines() if line.strip()]
-    said = lines[-1] if lines else f"no message on stderr, {transcript.lines} output lines"
+    errors = [line for line in lines if line.lower().startswith("error")]
+    said = (errors or lines or [f"no message on stderr, {transcript.lines} output lines"])[-1]
     if _NOT_FOUND.search(stderr):
         return SessionLost(one_line(said))
     return AdvisorError(one_line(f"the Kimi Code CLI failed (exit {returncode}): {said}"))
@@ -106,9 +107,9 @@ def run(project: Path, message: str, session: str | None, *,
             try:
                 line = lines.get(timeout=limit)
             except queue.Empty:
-                what = "no first byte" if transcript.lines == 0 else "no output"
-                raise AdvisorError(f"{what} from the Kimi Code CLI for {limit:g} s: "
-                                   "the advisor was stopped") from None
+                what = "no output" if transcript.spoke else "no first byte"
+                raise AdvisorError(f"{what} from the advisor in {limit:g} s: the Kimi Code CLI "
+                                   "was stopped (hang guard)") from None
             if line is None:
                 wait = limit
                 break

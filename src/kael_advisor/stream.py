@@ -78,6 +78,7 @@ class Transcript:
     retries: int = 0
     session_id: str | None = None
     lines: int = 0
+    spoke: bool = False  # an assistant or tool line came (meta lines do not count)
 
     @property
     def answer(self) -> str:
@@ -90,6 +91,8 @@ class Transcript:
             line = _ANY_LINE.validate_json(raw)
         except ValidationError:
             return
+        if not isinstance(line, Meta):
+            self.spoke = True
         if isinstance(line, Assistant):
             self.texts.append(line.text())
             self.tools.extend(summarise_call(call) for call in line.tool_calls)
