@@ -25,7 +25,9 @@ S = OperationStatus
 SPEC = {
     (S.pending, S.scheduled), (S.pending, S.cancelled), (S.pending, S.failed),
     (S.scheduled, S.running), (S.scheduled, S.failed),
-    (S.scheduled, S.cancelled),  # our one addition: CANCEL after the Stop, before the worker
+    (S.scheduled, S.cancelled),  # an addition: CANCEL after the Stop, before the worker
+    # Another: with admin_confirm_minutes, a request awaits the admin's confirm, or expires.
+    (S.awaiting_confirmation, S.pending), (S.awaiting_confirmation, S.cancelled),
     (S.running, S.verifying), (S.running, S.failed),
     (S.verifying, S.activating), (S.verifying, S.failed),
     (S.activating, S.activated), (S.activating, S.rolled_back), (S.activating, S.failed),
@@ -51,17 +53,18 @@ def test_illegal_transition_refused_by_name(current: S, wanted: S) -> None:
     assert isinstance(caught.value, KaelError)
 
 
-def _op_in(store: OperationStore, path: list[S]) -> Operation:
+def _op_in(store: OperationStore, path: list[S], created: S = S.pending) -> Operation:
     now = utcnow()
     op = store.create(Operation(operation_id=new_operation_id(now), created_at=now,
-                                updated_at=now, reason="r"))
+                                updated_at=now, reason="r", status=created))
     for status in path:
         op = store.transition(op.operation_id, status, "walk")
     return op
 
 
-# The shortest legal walk from pending to each state.
+# The shortest legal walk from pending to each state (awaiting_confirmation: created so).
 WALK = {
+    S.awaiting_confirmation: [],
     S.pending: [],
     S.scheduled: [S.scheduled],
     S.running: [S.scheduled, S.running],
@@ -80,7 +83,8 @@ WALK = {
 
 @pytest.mark.parametrize(("current", "wanted"), ALL_PAIRS)
 def test_store_enforces_the_table(store: OperationStore, current: S, wanted: S) -> None:
-    op = _op_in(store, WALK[current])
+    created = S.awaiting_confirmation if current is S.awaiting_confirmation else S.pending
+    op = _op_in(store, WALK[current], created)
     if (current, wanted) in SPEC:
         moved = store.transition(op.operation_id, wanted, "ok")
         assert moved.status is wanted

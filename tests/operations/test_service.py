@@ -62,7 +62,8 @@ def test_cancel(config: Config, source: Path) -> None:
     with pytest.raises(Refused, match="exactly CANCEL"):
         service.cancel(config, op.operation_id, "cancel")
     assert service.cancel(config, op.operation_id, "CANCEL").status is S.cancelled
-    with pytest.raises(Refused, match="only a pending or scheduled"):
+    with pytest.raises(Refused, match="only an operation awaiting confirmation, pending or "
+                                      "scheduled"):
         service.cancel(config, op.operation_id, "CANCEL")
     again = scheduled(config)
     assert service.cancel(config, again.operation_id, "CANCEL").status is S.cancelled
