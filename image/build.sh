@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The one build command: wheels (on the host, pinned by constraints.txt), the local base when no
-# BASE is given and it is missing, then the image `kael-thread-rebuild:<version>` and `:latest`.
+# BASE is given and it is missing, then the image `kael-thread-rebuild:<version>` and `:latest`,
+# and from it the advisor's `kael-advisor:<version>` and `:latest` (image/advisor/build.sh).
 # Prints the image size and the time each step took.
 #
 #   image/build.sh                       # base kael-base:bookworm (made locally when missing)
@@ -81,4 +82,6 @@ step "image $built" "$t"
 
 size=$(docker image inspect -f '{{.Size}}' "$built")
 say "$built is $(( size / 1000000 )) MB ($size bytes), base $base"
+# The advisor's image, from the appliance image just built (image/advisor/).
+image/advisor/build.sh "$built"
 say "done in $(( $(date +%s) - started )) s"

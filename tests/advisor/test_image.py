@@ -1,0 +1,171 @@
+"""The advisor's image as Claude Code runs it: `docker run -i --rm ...` of
+image/advisor/mcp-command.sh, hardened, as the uid it is given. The real client opens it, a
+consultation runs the image's Kimi Code CLI against the provider stand-in on the host's loopback,
+and what it writes belongs to that uid; the project stays untouched."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import docker
+import pytest
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp_types import TextContent
+
+from tests.appliance import engine
+from tests.support.kimi_env import kimi_config_toml
+from tests.support.standin_openai import Reply, StandinOpenAI, ToolCall, tool_messages, user_prompts
+
+REPO = Path(__file__).resolve().parents[2]
+MCP_COMMAND = REPO / "image" / "advisor" / "mcp-command.sh"
+ADVISOR_IMAGE_ENV = "KAEL_ADVISOR_IMAGE"
+FIVE = {"advisor_consult", "advisor_poll", "advisor_create_task", "advisor_list_tasks",
+        "advisor_close_task"}
+UID, GID = engine.TEST_UID, engine.TEST_GID
+
+
+@pytest.fixture(scope="module")
+def dock() -> docker.DockerClient:
+    problem = engine.engine_problem()
+    if problem:
+        pytest.skip(problem)
+    return engine.client()
+
+
+@pytest.fixture(scope="module")
+def appliance_image(dock: docker.DockerClient) -> str:
+    return engine.ensure_image(dock)
+
+
+@pytest.fixture(scope="module")
+def advisor_image(appliance_image: str) -> str:
+    """``$KAEL_ADVISOR_IMAGE``, else ``kael-advisor:latest``, which image/build.sh builds with
+    the appliance image (ensured first)."""
+    return os.environ.get(ADVISOR_IMAGE_ENV) or "kael-advisor:latest"
+
+
+@dataclass
+class Place:
+    """A Claude user's project, hook directory and Kimi home, owned by UID."""
+
+    project: Path
+    sessions: Path
+    kimi_home: Path
+    claude_session: str
+
+    def command(self, image: str) -> list[str]:
+        done = subprocess.run(
+            [str(MCP_COMMAND), "--project", str(self.project), "--sessions", str(self.sessions),
+             "--kimi-home", str(self.kimi_home), "--user", f"{UID}:{GID}", "--image", image,
+             "--network", "host"],
+            capture_output=True, text=True, check=True, timeout=30)
+        return done.stdout.splitlines()
+
+
+def _chown_tree(root: Path) -> None:
+    for folder, dirs, files in os.walk(root):
+        for name in [folder, *(os.path.join(folder, n) for n in dirs + files)]:
+            os.chown(name, UID, GID)
+
+
+@pytest.fixture
+def place(tmp_path: Path, api: StandinOpenAI) -> Place:
+    project, sessions, kimi_home = (tmp_path / "project", tmp_path / "sessions",
+                                    tmp_path / "kimi-home")
+    for folder in (project / ".agent", kimi_home):
+        folder.mkdir(parents=True)
+    (project / "README.md").write_text("a project the advisor may read\n")
+    (kimi_home / "config.toml").write_text(kimi_config_toml(api.url))
+    found = Place(project, sessions, kimi_home, str(uuid.uuid4()))
+    # The real prompt hook, on the host, says which conversation this window is in.
+    event = {"session_id": found.claude_session, "cwd": str(project),
+             "hook_event_name": "UserPromptSubmit", "prompt": "review it"}
+    subprocess.run([sys.executable, "-m", "kael_advisor.hook"], input=json.dumps(event),
+                   text=True, check=True, timeout=30,
+                   env={**os.environ, "KAEL_ADVISOR_SESSIONS": str(sessions)})
+    assert list(sessions.glob("*.json")), "the hook wrote no window file"
+    _chown_tree(tmp_path)
+    return found
+
+
+@pytest.fixture
+def api() -> Iterator[StandinOpenAI]:
+    with StandinOpenAI() as server:
+        yield server
+
+
+def _text(result: Any) -> str:
+    return "".join(c.text for c in result.content if isinstance(c, TextContent))
+
+
+def test_the_image_consults_kimi_as_the_given_uid_and_cannot_write_the_project(
+        advisor_image: str, place: Place, api: StandinOpenAI) -> None:
+    pwned = place.project / "written-by-the-advisor.txt"
+    api.queue(Reply("let me fix it myself", tool_calls=[
+                  ToolCall("Write", {"path": str(pwned), "content": "x"}),
+                  ToolCall("Bash", {"command": f"touch {pwned}"})]),
+              Reply("verdict: the plan is sound"))
+    command = place.command(advisor_image)
+
+    async def session() -> tuple[Any, set[str], str, str]:
+        params = StdioServerParameters(command=command[0], args=command[1:])
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as client:
+            init = await client.initialize()
+            tools = {tool.name for tool in (await client.list_tools()).tools}
+            started = _text(await client.call_tool(
+                "advisor_consult", {"message": "Is the plan sound?", "mode": "review"}))
+            match = re.search(r"#(\S+)", started)
+            assert match, started
+            deadline = time.monotonic() + 60
+            while True:
+                answer = _text(await client.call_tool("advisor_poll", {"task": match[1]}))
+                if not answer.startswith("⏳") or time.monotonic() > deadline:
+                    return init, tools, started, answer
+                await anyio.sleep(0.2)
+
+    init, tools, started, answer = anyio.run(session)
+    assert init.server_info.name == "advisor-mcp"
+    assert tools == FIVE
+    assert started.startswith("⏳ consultation started"), started
+    assert "verdict: the plan is sound" in answer, answer
+    [first, second] = api.chat_bodies()
+    assert "Is the plan sound?" in user_prompts(first)[-1]
+    # The read-only agent has no Write and no Bash; the project is mounted read-only anyway.
+    assert not pwned.exists()
+    assert {t["function"]["name"] for t in first["tools"]} <= {"Read", "Glob", "Grep"}
+    refusals = [m["content"] for m in tool_messages(second)]
+    assert len(refusals) == 2 and 'Tool "Write" not found' in str(refusals[0]), refusals
+    assert all("Tool execution failed" in str(r) for r in refusals), refusals
+    # Everything the server and the CLI wrote belongs to the uid the container ran as.
+    table = place.project / ".agent" / "advisor-tasks.json"
+    assert (table.stat().st_uid, table.stat().st_gid) == (UID, GID)
+    written = [p for p in place.kimi_home.rglob("*") if p.stat().st_mtime > 0]
+    assert written and {p.stat().st_uid for p in written} == {UID}
+    assert place.claude_session in table.read_text()
+
+
+def test_the_appliance_image_holds_no_node_and_no_kimi(dock: docker.DockerClient,
+                                                      appliance_image: str,
+                                                      advisor_image: str) -> None:
+    """The rebuild's image does not grow: the Kimi Code CLI and its Node are the advisor's."""
+    probe = "test ! -e /opt/kimi-code && ! command -v node && ! command -v kimi && echo clean"
+    out = dock.containers.run(appliance_image, ["-c", probe], entrypoint="sh", remove=True)
+    assert out.decode().strip() == "clean"
+    advisor = dock.images.get(advisor_image)
+    appliance = dock.images.get(appliance_image)
+    assert advisor.labels["io.kael-thread-rebuild.role"] == "advisor"
+    # Built on the appliance's layers, which it shares: the pinned CLI and its Node come on top.
+    layers = appliance.attrs["RootFS"]["Layers"]
+    assert advisor.attrs["RootFS"]["Layers"][:len(layers)] == layers
