@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -55,8 +56,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.parse_args(argv)
     snapshot: Snapshot = json.loads(SNAPSHOT.read_bytes())["protocol_versions"]
     wire_in, wire_out = _private_wire()
-    with contextlib.suppress(KeyboardInterrupt):
-        serve(Path.cwd(), wire_in, wire_out, snapshot)
+    signal.signal(signal.SIGTERM, lambda number, frame: sys.exit(128 + number))
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            serve(Path.cwd(), wire_in, wire_out, snapshot)
+    finally:
+        if "kael_advisor.runner" in sys.modules:  # a consultation may still be running
+            from .runner import stop_all
+
+            stop_all()
     return 0
 
 

@@ -61,6 +61,23 @@ def _pump(stream: object, lines: queue.Queue[bytes | None]) -> None:
     lines.put(None)
 
 
+_RUNNING: set[subprocess.Popen[bytes]] = set()
+_STOPPING = threading.Event()
+
+
+def stopping() -> bool:
+    """Whether the server is ending (a run that ends now was interrupted, not failed)."""
+    return _STOPPING.is_set()
+
+
+def stop_all() -> None:
+    """Kill every run still going (the server is ending: no one would read their answer)."""
+    _STOPPING.set()
+    for process in list(_RUNNING):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+
+
 def _end(process: subprocess.Popen[bytes], wait: float) -> None:
     """Give PROCESS up to WAIT seconds to exit, then kill what is left of its group."""
     with contextlib.suppress(subprocess.TimeoutExpired):
@@ -94,6 +111,7 @@ def run(project: Path, message: str, session: str | None, *,
         raise AdvisorError(f"the Kimi Code CLI {kimi_program()!r} cannot be started: "
                            f"{exc.strerror or exc} (set KAEL_ADVISOR_KIMI)") from None
     assert process.stdout is not None and process.stderr is not None
+    _RUNNING.add(process)
     lines: queue.Queue[bytes | None] = queue.Queue()
     errors: list[bytes] = []
     threading.Thread(target=_pump, args=(process.stdout, lines), daemon=True).start()
@@ -118,6 +136,7 @@ def run(project: Path, message: str, session: str | None, *,
                 progress(transcript)
     finally:
         _end(process, wait)
+        _RUNNING.discard(process)
     err_reader.join(timeout=5)
     stderr = b"".join(errors)[-MAX_STDERR:].decode("utf-8", "replace")
     if process.returncode != 0:

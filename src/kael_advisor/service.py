@@ -106,6 +106,8 @@ class Advisor:
             except Exception as exc:  # a bug must still end the task, with its one line
                 consultation.status = "failed"
                 consultation.error = one_line(f"{type(exc).__name__}: {exc}")
+            if runner.stopping():  # left running: its server is gone, so polls say interrupted
+                return
             consultation.finished_at = time.time()
             self.registry.save(consultation)
 
