@@ -20,6 +20,8 @@ from .interfaces.actions import ACTIONS
 
 PACKAGE = Path(__file__).resolve().parent
 ROOT = PACKAGE.name
+# The appliance's second service, a package of its own beside this one.
+ADVISOR = PACKAGE.parent / "kael_advisor"
 COMMAND = "python -m kael_thread_rebuild.docs_architecture --write docs/architecture.md"
 
 HEADER = f"""\
@@ -60,6 +62,8 @@ SECTIONS: tuple[Prose | Generated, ...] = (
     Prose("actions"),
     Generated(None, "actions"),
     Prose("data-flow"),
+    Generated("The advisor package (`kael_advisor`)", "advisor"),
+    Prose("advisor"),
 )
 
 
@@ -87,34 +91,34 @@ def summary(docstring: str | None, where: Path) -> str:
     return _SENTENCE_END.split(paragraph, 1)[0]
 
 
-def _units() -> set[str]:
-    return {path.name if path.is_dir() else path.stem for path in PACKAGE.iterdir()
+def _units(package: Path = PACKAGE) -> set[str]:
+    return {path.name if path.is_dir() else path.stem for path in package.iterdir()
             if (path.is_dir() and (path / "__init__.py").is_file())
             or (path.suffix == ".py" and path.name != "__init__.py")}
 
 
-def _absolute(node: ast.ImportFrom, module: Path) -> list[str]:
+def _absolute(node: ast.ImportFrom, module: Path, root: str = ROOT) -> list[str]:
     """The dotted names an ImportFrom brings in, relative ones resolved against MODULE."""
     if node.level == 0:
         base = node.module or ""
     else:
-        package = [ROOT, *module.parts[:-1]]
+        package = [root, *module.parts[:-1]]
         base = ".".join(package[:len(package) - node.level + 1] + ([node.module] if node.module
                                                                      else []))
     return [f"{base}.{alias.name}" for alias in node.names]
 
 
-def _imported(node: ast.AST, module: Path) -> list[str]:
+def _imported(node: ast.AST, module: Path, root: str = ROOT) -> list[str]:
     if isinstance(node, ast.Import):
         return [alias.name for alias in node.names]
     if isinstance(node, ast.ImportFrom):
-        return _absolute(node, module)
+        return _absolute(node, module, root)
     return []
 
 
-def _unit_of(dotted: str, units: set[str]) -> str | None:
+def _unit_of(dotted: str, units: set[str], root: str = ROOT) -> str | None:
     parts = dotted.split(".")
-    if parts[0] != ROOT or len(parts) < 2 or parts[1] not in units:
+    if parts[0] != root or len(parts) < 2 or parts[1] not in units:
         return None
     return parts[1]
 
@@ -128,24 +132,24 @@ def _type_only_nodes(tree: ast.Module) -> set[int]:
     return found
 
 
-def read_module(path: Path, units: set[str]) -> Module:
+def read_module(path: Path, units: set[str], package: Path = PACKAGE) -> Module:
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    relative = path.relative_to(PACKAGE)
+    relative = path.relative_to(package)
     module = Module(relative, summary(ast.get_docstring(tree), relative))
     type_only = _type_only_nodes(tree)
     for node in ast.walk(tree):
-        for dotted in _imported(node, relative):
-            unit = _unit_of(dotted, units)
+        for dotted in _imported(node, relative, package.name):
+            unit = _unit_of(dotted, units, package.name)
             if unit is None or unit == module.unit:
                 continue
             (module.type_imports if id(node) in type_only else module.imports).add(unit)
     return module
 
 
-def modules() -> list[Module]:
-    """Every module of the package, packages first by name, each package's modules by name."""
-    units = _units()
-    found = [read_module(path, units) for path in PACKAGE.rglob("*.py")]
+def modules(package: Path = PACKAGE) -> list[Module]:
+    """Every module of PACKAGE, packages first by name, each package's modules by name."""
+    units = _units(package)
+    found = [read_module(path, units, package) for path in package.rglob("*.py")]
     return sorted(found, key=lambda m: (len(m.path.parts) > 1, m.path.parts[:-1],
                                         m.path.name != "__init__.py", m.path.name))
 
@@ -154,13 +158,13 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def modules_table(found: Sequence[Module]) -> str:
+def modules_table(found: Sequence[Module], root: str = ROOT) -> str:
     rows = ["| module | what it is |", "|---|---|"]
     for module in found:
         if module.path.name == "__init__.py" and len(module.path.parts) > 1:
             name = f"**`{module.path.parent.as_posix()}/`**"
         elif module.path.name == "__init__.py":
-            name = f"`{ROOT}`"
+            name = f"`{root}`"
         else:
             name = f"`{module.path.as_posix()}`"
         rows.append(f"| {name} | {_cell(module.summary)} |")
@@ -204,6 +208,11 @@ def actions_table() -> str:
     return "\n".join(rows) + "\n"
 
 
+def advisor_tables() -> str:
+    found = modules(ADVISOR)
+    return modules_table(found, ADVISOR.name) + "\n" + imports_table(found)
+
+
 def read_prose(page: str) -> dict[str, str]:
     """The prose sections of PAGE by name."""
     return {match.group(1): match.group(2) for match in _PROSE.finditer(page)}
@@ -212,7 +221,8 @@ def read_prose(page: str) -> dict[str, str]:
 def _sections(prose: dict[str, str]) -> Iterator[str]:
     makers = {"modules": lambda: modules_table(modules()),
               "imports": lambda: imports_table(modules()),
-              "actions": actions_table}
+              "actions": actions_table,
+              "advisor": advisor_tables}
     for section in SECTIONS:
         if isinstance(section, Prose):
             yield f"<!-- prose: {section.name} -->\n{prose.get(section.name, '')}<!-- /prose -->\n"
