@@ -284,10 +284,11 @@ def test_a_symlinked_pointer_is_refused_before_anything_is_touched(stage: Stage)
     assert base.identity().token == before.token
 
 
-def _in_the_health_window(stage: Stage, *systemctl: str) -> tuple[Callable[[str], None],
-                                                                  threading.Thread]:
+def _in_the_health_window(stage: Stage, *systemctl: str, step_name: str = "health") -> tuple[
+        Callable[[str], None], threading.Thread]:
     """A step hook that runs `systemctl SYSTEMCTL… <unit>` as the household's admin would, 0.3 s
-    into the health window of the switch to the new session (the window is 1 s)."""
+    into the health window (the window is 1 s) of the switch to the new session (STEP_NAME
+    `health_old`: back to the old one)."""
     def act() -> None:
         time.sleep(0.3)
         stage.household.systemctl(*systemctl, stage.unit)
@@ -295,7 +296,7 @@ def _in_the_health_window(stage: Stage, *systemctl: str) -> tuple[Callable[[str]
     acting = threading.Thread(target=act)
 
     def on_step(step: str) -> None:
-        if step == "health" and not acting.is_alive() and acting.ident is None:
+        if step == step_name and not acting.is_alive() and acting.ident is None:
             acting.start()
 
     return on_step, acting
@@ -331,6 +332,28 @@ def test_an_admins_stop_during_the_switch_is_respected(stage: Stage) -> None:
     assert op.candidate_path is not None and Path(op.candidate_path).is_file()
     stage.household.systemctl("start", stage.unit)  # the admin's next start: the old session
     stage.wait_running(SESSION)
+
+
+def test_an_admins_stop_during_a_rollback_is_respected(stage: Stage) -> None:
+    write_source(stage.config)
+    stage.start_on(SESSION)
+    base, store = stage.base(), OperationStore(stage.config.state_dir)
+    op = run_operation(stage.config, store, base, _scheduled(stage.config, base))
+    new = op.new_session_id
+    assert op.status is OperationStatus.activated and new is not None, op.error
+    service.rollback_request(stage.config, op.operation_id, "ROLLBACK")
+    turn_ended(stage.config, new)
+    assert service.record_stop(stage.config, stop_input(stage.config, session=new), base)
+    on_step, stopping = _in_the_health_window(stage, "stop", step_name="health_old")
+
+    op = run_operation(stage.config, store, base, op.operation_id, on_step)
+    stopping.join()
+    assert op.status is OperationStatus.failed, op.error
+    assert op.error.startswith("rollback not performed: the target is not alive"), op.error
+    assert op.error.endswith(f"it is left stopped, not started again; its next start resumes "
+                             f"the rebuilt session {new}")
+    assert _unit_state(stage) == "inactive"
+    assert stage.pointer.read_text() == f"{new}\n"
 
 
 def test_an_admins_restart_in_the_health_window_is_not_a_crash(stage: Stage) -> None:

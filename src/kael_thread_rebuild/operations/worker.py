@@ -316,7 +316,7 @@ class _Run:
             return self.keep_old(problem)
         stopped = stopped_from_outside(self.base)
         if stopped:
-            return self.keep_stopped(problem, stopped)
+            return self.keep_stopped(problem, stopped, self.old_id)
         return self.restore_old(problem)
 
     # -- a rollback ----------------------------------------------------------------------------
@@ -343,6 +343,9 @@ class _Run:
         problem = self.bring_up(self.old_id, _TO_OLD)
         if problem and self.unswitched(self.op.identity_after):
             return self.keep_new(problem)
+        stopped = stopped_from_outside(self.base) if problem else ""
+        if stopped:
+            return self.keep_stopped(f"rollback not performed: {problem}", stopped, self.new_id)
         if problem:
             return self.restore_new(f"rollback failed: {problem}")
         if self.op.error:  # the pointer runner could not start the new session: it never ran
@@ -446,16 +449,20 @@ class _Run:
                          error=f"rollback not performed: {problem}; nothing was switched: the "
                                f"rebuilt session {self.new_id} still runs")
 
-    def keep_stopped(self, problem: str, stopped: str) -> Operation:
+    def keep_stopped(self, problem: str, stopped: str, before: str) -> Operation:
         """Someone stopped the target during the switch (an admin's `systemctl stop`): it is
-        not started again; its next start resumes the old session, as before the switch."""
-        undo = self.abandon_switch(self.old_id)
-        if undo:  # its next start resumes the new session: the candidate stays where it is
-            after, kept = f"its next start resumes session {self.new_id} ({undo})", {}
+        not started again; its next start resumes BEFORE, the session it ran before the switch
+        (the old one for a rebuild, the rebuilt one for a rollback)."""
+        undo = self.abandon_switch(before)
+        which = "the old session" if before == self.old_id else "the rebuilt session"
+        kept: dict[str, str | None] = {}
+        if undo:
+            after = f"its next start resumes the session it was switched to ({undo})"
         else:
-            self.step("move_candidate")
-            after = f"its next start resumes the old session {self.old_id}"
-            kept = self.move_candidate_out()
+            after = f"its next start resumes {which} {before}"
+            if before == self.old_id:  # the candidate was never used: out of /resume
+                self.step("move_candidate")
+                kept = self.move_candidate_out()
         return self.move(OperationStatus.failed, "stopped from outside", switch_target=None,
                          error=f"{problem}; the target was stopped from outside during the "
                                f"switch ({stopped}): it is left stopped, not started again; "
