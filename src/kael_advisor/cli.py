@@ -1,6 +1,6 @@
 """`kael-advisor`: look at the advisor by hand. `doctor` checks what a consultation needs,
 `tasks` lists a project's bindings, `pieces` prints what Claude Code is given (settings block,
-`claude mcp add` line, the docs' table of tools)."""
+`claude mcp add` line, with --json the templates too; the docs' table of tools)."""
 
 from __future__ import annotations
 
@@ -63,8 +63,8 @@ def _pieces(as_json: bool, what: str) -> int:
         print(pieces.docs_table(), end="")
     elif as_json or what == "settings":
         print(json.dumps(pieces.settings() if what == "settings" else
-                         {"settings": pieces.settings(), "mcp_add": pieces.mcp_add_line()},
-                         indent=2))
+                         {"settings": pieces.settings(), "mcp_add": pieces.mcp_add_line(),
+                          "templates": pieces.templates()}, indent=2, ensure_ascii=False))
     else:
         print("# merge into ~/.claude/settings.json:")
         print(json.dumps(pieces.settings(), indent=2))

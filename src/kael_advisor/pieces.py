@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,16 @@ def settings() -> dict[str, Any]:
 def mcp_add_line() -> str:
     return shlex.join(["claude", "mcp", "add", "-s", "user", SERVER_NAME, "--",
                        program("kael-advisor-mcp")])
+
+
+def templates() -> dict[str, str]:
+    """The files the installer merges, by where they go under Claude Code's config directory:
+    the marked advisor-discipline block of CLAUDE.md and the slash commands."""
+    root = files("kael_advisor").joinpath("templates")
+    found = {"CLAUDE.md": root.joinpath("CLAUDE.md").read_text(encoding="utf-8")}
+    for command in sorted(root.joinpath("commands").iterdir(), key=lambda entry: entry.name):
+        found[f"commands/{command.name}"] = command.read_text(encoding="utf-8")
+    return found
 
 
 def docs_table() -> str:

@@ -4,6 +4,7 @@ permission lines of the settings block and the table in docs/advisor.md all agre
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -52,3 +53,16 @@ def test_the_settings_block_gives_each_tool_its_permission() -> None:
 def test_the_docs_table_is_the_declaration() -> None:
     """Stale after a change to a tool: paste `kael-advisor pieces docs-table` into the page."""
     assert pieces.docs_table() in DOCS.read_text()
+
+
+def test_the_templates_name_only_declared_tools() -> None:
+    found = pieces.templates()
+
+    assert sorted(found) == ["CLAUDE.md", "commands/advisor.md", "commands/blueprint.md",
+                             "commands/review.md"]
+    block = found["CLAUDE.md"].strip().splitlines()
+    assert block[0].startswith("<!-- kael-advisor: begin") and \
+        block[-1] == "<!-- kael-advisor: end -->"
+    for name, text in found.items():
+        named = set(re.findall(r"`(advisor_[a-z_]+)`", text))
+        assert named and named <= {tool.name for tool in TOOLS}, name
