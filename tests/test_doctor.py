@@ -651,6 +651,24 @@ def test_stuck_operation(make_config: ConfigFactory, layout: Layout) -> None:
         daemon.release()
 
 
+def test_a_request_awaiting_the_admin_is_not_stuck_until_it_should_have_expired(
+        make_config: ConfigFactory, layout: Layout) -> None:
+    config = make_config(**layout.settings(), admin_confirm_minutes=60)
+    op = service.request(config, "tidy up", "REBUILD")
+    assert op.status is S.awaiting_confirmation
+    daemon = worker_lock(config)  # a running daemon takes confirmations and expires requests
+    try:
+        check = by_name(run_doctor(config, now=utcnow() + timedelta(minutes=30)))["operations"]
+        assert check.ok and check.detail == f"none stuck; {op.operation_id} is " \
+                                            "awaiting_confirmation", check
+        check = by_name(run_doctor(config, now=utcnow() + timedelta(minutes=75)))["operations"]
+        assert not check.ok and f"{op.operation_id} has been awaiting_confirmation" \
+            in check.detail
+        assert check.fix.startswith("it awaits the admin's confirmation and the daemon"), check
+    finally:
+        daemon.release()
+
+
 def plant_unsettled_switch(config: Config) -> Operation:
     """An operation a worker left 3 h ago in the middle of a switch (activating, the target
     already changed), with its candidate in project_dir: exactly what recovery acts on, by

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import os
 import stat
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from ..claude_code.project_dir import encode_project_dir
 from ..config import Activation
-from ..operations.model import WAITING, Operation
+from ..operations.model import WAITING, Operation, OperationStatus
 from ..operations.store import DIR_MODE, OperationStore, UntrustedStateDir
 from ..state_layout import STORE_DIRS, StateLayout
 from .facts import Facts
@@ -119,7 +119,7 @@ def check_operations(facts: Facts) -> Check:
     scan = store.scan(unsettled_only=True)
     unsettled = scan.operations
     daemon_gone = not lock_held(facts.config.layout.daemon_lock)
-    stuck = [op for op in unsettled if facts.now - op.updated_at > facts.stuck_after
+    stuck = [op for op in unsettled if facts.now - op.updated_at > _may_wait(op, facts)
              or (daemon_gone and op.status not in WAITING)]
     problems = [_stuck_line(op, facts.now) for op in stuck]
     if stuck and daemon_gone:
@@ -135,11 +135,23 @@ def check_operations(facts: Facts) -> Check:
     return passed(name, f"none stuck{current}")
 
 
+def _may_wait(op: Operation, facts: Facts) -> timedelta:
+    """How long OP may stay unchanged: a request awaiting the admin, until the daemon cancels
+    it (`admin_confirm_minutes`) and a while after."""
+    if op.status is OperationStatus.awaiting_confirmation:
+        return timedelta(minutes=facts.config.admin_confirm_minutes) + facts.stuck_after
+    return facts.stuck_after
+
+
 def _stuck_line(op: Operation, now: datetime) -> str:
     return f"{op.operation_id} has been {op.status.value} for {ago(now - op.updated_at)}"
 
 
 def _stuck_fix(op: Operation) -> str:
+    if op.status is OperationStatus.awaiting_confirmation:
+        return ("it awaits the admin's confirmation and the daemon, which cancels it once "
+                "admin_confirm_minutes have passed, has not: start the daemon; or end it with "
+                f"`kael-thread-rebuild cancel --operation {op.operation_id} --confirm CANCEL`")
     if op.status in WAITING:
         return ("no Stop hook has run since it was requested: check stop_hook; or end it with "
                 f"`kael-thread-rebuild cancel --operation {op.operation_id} --confirm CANCEL`")
