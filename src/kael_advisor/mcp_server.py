@@ -22,7 +22,7 @@ from kael_thread_rebuild.interfaces.mcp_server import (
     Snapshot,
     _Handshake,
     _private_wire,
-    _Wire,
+    serve_handshake,
 )
 
 from . import __version__
@@ -32,20 +32,13 @@ SNAPSHOT = Path(__file__).with_name("mcp_snapshot.json")
 
 
 def serve(project: Path, wire_in: Lines, wire_out: BinaryIO, snapshot: Snapshot) -> None:
-    handshake = _Handshake(snapshot)
-    wire = _Wire(wire_in, wire_out)
-    while line := wire.readline():
-        reply = handshake.answer(line)
-        if reply is None:
-            from .mcp_tools import serve as serve_tools
+    def hand_over(handshake: _Handshake, wire: Lines) -> None:
+        from .mcp_tools import serve as serve_tools
 
-            serve_tools(project, wire, wire_out, answered=handshake.lines,
-                        answered_ids=handshake.answered_ids,
-                        acknowledged=handshake.acknowledged)
-            return
-        if reply:
-            wire_out.write(reply)
-            wire_out.flush()
+        serve_tools(project, wire, wire_out, answered=handshake.lines,
+                    answered_ids=handshake.answered_ids, acknowledged=handshake.acknowledged)
+
+    serve_handshake(wire_in, wire_out, snapshot, hand_over)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -4,21 +4,18 @@ kael_advisor.mcp_tools`), which the start-up path (`mcp_server`) answers from.""
 
 from __future__ import annotations
 
-import inspect
 import json
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Hashable, Sequence
+from functools import partial
 from pathlib import Path
-from typing import Annotated, Any, BinaryIO
+from typing import Any, BinaryIO
 
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
-from pydantic import Field
 
-from kael_thread_rebuild.errors import KaelError
 from kael_thread_rebuild.fsutil import atomic_write_bytes
 from kael_thread_rebuild.interfaces.mcp_server import Lines
-from kael_thread_rebuild.interfaces.mcp_tools import record_snapshot, serve_server
+from kael_thread_rebuild.interfaces.mcp_tools import record_snapshot, serve_server, tool_function
 
 from . import __version__
 from .pieces import SERVER_NAME
@@ -46,38 +43,12 @@ def tool_annotations(found: AdvisorTool) -> ToolAnnotations:
                            idempotent_hint=found.read_only, open_world_hint=found.open_world)
 
 
-def _answering(found: AdvisorTool, advisor: Advisor) -> Callable[..., str]:
-    """The tool function the SDK reads FOUND's tool from; every refusal is one line."""
-
-    def answer(**given: Any) -> str:
-        try:
-            return found.call(advisor, given)
-        except KaelError as exc:
-            raise ToolError(str(exc)) from None
-        except OSError as exc:
-            where = f" ({exc.filename})" if exc.filename else ""
-            raise ToolError(f"{exc.strerror or exc}{where}") from None
-
-    parameters = [
-        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY,
-                          annotation=Annotated[field.annotation,
-                                               Field(description=field.description,
-                                                     json_schema_extra=field.json_schema_extra)],
-                          default=inspect.Parameter.empty if field.is_required()
-                          else field.default)
-        for name, field in found.input.model_fields.items()]
-    answer.__name__ = answer.__qualname__ = found.name
-    answer.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        parameters, return_annotation=str)
-    answer.__annotations__ = {p.name: p.annotation for p in parameters} | {"return": str}
-    return answer
-
-
 def build_server(advisor: Advisor) -> MCPServer[Any]:
     server: MCPServer[Any] = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS,
                                        version=__version__, log_level="WARNING")
     for found in TOOLS:
-        server.add_tool(_answering(found, advisor), name=found.name,
+        server.add_tool(tool_function(found.name, found.input.model_fields.items(), str,
+                                      partial(found.call, advisor)), name=found.name,
                         description=found.description, annotations=tool_annotations(found))
     return server
 

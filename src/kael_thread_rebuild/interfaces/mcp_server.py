@@ -222,22 +222,37 @@ class _ConfigLoader(threading.Thread):
         return self._config
 
 
-def serve(loader: _ConfigLoader, wire_in: Lines, wire_out: BinaryIO,
-          snapshot: Snapshot) -> None:
+class HandOver(Protocol):
+    """Serves the connection from the first message the snapshot cannot answer: the client's
+    lines so far are HANDSHAKE's, the rest come from WIRE."""
+
+    def __call__(self, handshake: _Handshake, wire: Lines) -> None: ...
+
+
+def serve_handshake(wire_in: Lines, wire_out: BinaryIO, snapshot: Snapshot,
+                    hand_over: HandOver) -> None:
+    """Answer the opening from SNAPSHOT, then HAND_OVER the connection (any server's)."""
     handshake = _Handshake(snapshot)
-    wire_in = _Wire(wire_in, wire_out)
-    while line := wire_in.readline():
+    wire = _Wire(wire_in, wire_out)
+    while line := wire.readline():
         reply = handshake.answer(line)
         if reply is None:
-            from .mcp_tools import serve as serve_tools
-
-            serve_tools(loader.config(), wire_in, wire_out, answered=handshake.lines,
-                        answered_ids=handshake.answered_ids,
-                        acknowledged=handshake.acknowledged)
+            hand_over(handshake, wire)
             return
         if reply:
             wire_out.write(reply)
             wire_out.flush()
+
+
+def serve(loader: _ConfigLoader, wire_in: Lines, wire_out: BinaryIO,
+          snapshot: Snapshot) -> None:
+    def hand_over(handshake: _Handshake, wire: Lines) -> None:
+        from .mcp_tools import serve as serve_tools
+
+        serve_tools(loader.config(), wire, wire_out, answered=handshake.lines,
+                    answered_ids=handshake.answered_ids, acknowledged=handshake.acknowledged)
+
+    serve_handshake(wire_in, wire_out, snapshot, hand_over)
 
 
 def load_snapshot() -> Snapshot:

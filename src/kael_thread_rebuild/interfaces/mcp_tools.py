@@ -16,7 +16,7 @@ import inspect
 import io
 import json
 import threading
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, BinaryIO, TextIO, cast
 
@@ -27,6 +27,7 @@ from mcp.server.stdio import stdio_server
 from mcp_types import ToolAnnotations
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, Field
+from pydantic.fields import FieldInfo
 
 from .. import __version__
 from ..config import Config
@@ -79,16 +80,16 @@ def tool_annotations(action: Action[Any, Any]) -> ToolAnnotations:
                            idempotent_hint=not action.changes, open_world_hint=False)
 
 
-def _answering(action: Action[Any, Any], config: Config) -> Callable[..., BaseModel]:
-    """The tool function the SDK reads ACTION's tool from: its parameters are the input
-    model's fields (with the descriptions the model reads), it returns the tool's output.
-    Engine refusals become tool errors carrying the engine's one-line reason; so does a file
-    system error (the tool must always say why)."""
-    assert action.tool is not None
+def tool_function(name: str, fields: Iterable[tuple[str, FieldInfo]], output: Any,
+                  run: Callable[[dict[str, Any]], Any]) -> Callable[..., Any]:
+    """The function the SDK reads a tool from: its keyword parameters are FIELDS (with the
+    descriptions the model reads), it returns OUTPUT, and RUN answers a call. Engine refusals
+    become tool errors carrying the engine's one-line reason; so does a file system error (the
+    tool must always say why)."""
 
-    def answer(**given: Any) -> BaseModel:
+    def answer(**given: Any) -> Any:
         try:
-            return action.answer(Call(config=config, via="mcp"), given)
+            return run(given)
         except KaelError as exc:
             raise ToolError(str(exc)) from None
         except OSError as exc:
@@ -96,18 +97,26 @@ def _answering(action: Action[Any, Any], config: Config) -> Callable[..., BaseMo
             raise ToolError(f"{exc.strerror or exc}{where}") from None
 
     parameters = [
-        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY,
+        inspect.Parameter(field_name, inspect.Parameter.KEYWORD_ONLY,
                           annotation=Annotated[field.annotation,
-                                               Field(description=field.description)],
+                                               Field(description=field.description,
+                                                     json_schema_extra=field.json_schema_extra)],
                           default=inspect.Parameter.empty if field.is_required()
                           else field.default)
-        for name, field, _ in action.fields()]
-    output = action.tool_output()
-    answer.__name__ = answer.__qualname__ = action.tool.name
+        for field_name, field in fields]
+    answer.__name__ = answer.__qualname__ = name
     answer.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
         parameters, return_annotation=output)
     answer.__annotations__ = {p.name: p.annotation for p in parameters} | {"return": output}
     return answer
+
+
+def _answering(action: Action[Any, Any], config: Config) -> Callable[..., BaseModel]:
+    """The tool function of ACTION: its input model's fields, the tool's output."""
+    assert action.tool is not None
+    return tool_function(action.tool.name, ((name, field) for name, field, _ in action.fields()),
+                         action.tool_output(),
+                         lambda given: action.answer(Call(config=config, via="mcp"), given))
 
 
 def build_server(config: Config) -> MCPServer[Any]:
