@@ -13,6 +13,7 @@ import pytest
 
 from kael_advisor.places import HOOK_LOG, SESSIONS_FOLDER, window_file
 from tests.advisor.advisor_env import HOOK_BIN
+from tests.test_mcp_startup import _imported
 
 SID = "0123abcd-1111-2222-3333-444455556666"
 
@@ -83,8 +84,7 @@ def test_the_hook_imports_the_standard_library_only(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-X", "importtime", str(HOOK_BIN)],
                           input=_event(), capture_output=True, timeout=60, check=True,
                           env={**os.environ, "KAEL_ADVISOR_SESSIONS": str(tmp_path)})
-    imported = {line.rsplit("|", 1)[1].strip() for line in done.stderr.decode().splitlines()
-                if line.startswith("import time:") and line.count("|") == 2}
+    imported = _imported(done.stderr.decode())
 
     assert "kael_advisor.hook" in imported  # the report is real
     heavy = {name.split(".")[0] for name in imported} & {

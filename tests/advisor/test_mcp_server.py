@@ -21,7 +21,7 @@ from kael_advisor.tools import TOOLS
 from tests.advisor.advisor_env import MCP_BIN, prompt
 from tests.advisor.kimi_fixture import Advised, advised, needs_kimi
 from tests.support.standin_openai import Reply
-from tests.test_mcp_startup import PROBE_TIMED_OUT, _answer
+from tests.test_mcp_startup import PROBE_TIMED_OUT, _answer, _imported
 
 __all__ = ["advised"]  # fixture
 T = TypeVar("T")
@@ -135,8 +135,7 @@ def test_the_handshake_is_answered_without_the_sdk(tmp_path: Any) -> None:
                           capture_output=True, timeout=60, check=True)
 
     assert json.loads(done.stdout)["result"]["serverInfo"]["name"] == "advisor-mcp"
-    imported = {line.rsplit("|", 1)[1].strip() for line in done.stderr.decode().splitlines()
-                if line.startswith("import time:") and line.count("|") == 2}
+    imported = _imported(done.stderr.decode())
     assert "kael_advisor.mcp_server" in imported
     assert {name.split(".")[0] for name in imported} & {"mcp", "pydantic", "anyio"} == set()
     assert time.monotonic() - started < 30
