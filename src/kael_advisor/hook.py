@@ -13,11 +13,8 @@ import contextlib
 import json
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
-
-from kael_thread_rebuild.logline import append_line
 
 from .places import HOOK_LOG, sessions_dir, window_file
 
@@ -38,14 +35,16 @@ def record(raw: bytes, directory: Path) -> Path:
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     target = directory / window_file(cwd, session_id)
     body = json.dumps({"session_id": session_id, "cwd": cwd, "written_at": time.time()})
-    # Atomic without fsync: a window file lost in a crash is rewritten at the next prompt.
-    fd, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
+    # Atomic without fsync: a window file lost in a crash is rewritten at the next prompt. The
+    # temporary name is this process's own (no `tempfile`: its imports cost the hook's time).
+    temporary = directory / f".{target.name}.{os.getpid()}.tmp"
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(body)
         os.replace(temporary, target)
     except BaseException:
-        Path(temporary).unlink(missing_ok=True)
+        temporary.unlink(missing_ok=True)
         raise
     return target
 
@@ -60,6 +59,8 @@ def main() -> int:
     except Exception as exc:  # never fail the prompt: log and go on
         reason = f"{type(exc).__name__}: {str(exc)[:200]}"
         with contextlib.suppress(Exception):  # nowhere left to say it: the prompt goes on
+            from kael_thread_rebuild.logline import append_line
+
             directory.mkdir(mode=0o700, parents=True, exist_ok=True)
             append_line(directory / HOOK_LOG, f"kael-advisor-hook: not recorded ({reason})")
     return 0
