@@ -1,0 +1,188 @@
+"""The advisor's acceptance matrix (issue 23), one test a row: the real Claude Code consults the
+real Kimi Code CLI through the prompt hook and the MCP server `kael-advisor-mcp`, both CLIs
+against loopback stand-ins of their providers. What the advisor was sent is read from the
+provider stand-in's log; what Claude Code was given back, from its own stand-in's log and
+stdout."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kael_advisor.modes import MODES
+from tests.support.advisor_claude import (
+    AdvisorPlace,
+    StreamClaude,
+    advisor_script,
+    make_advisor_place,
+    tool_name,
+)
+from tests.support.claude_env import claude_available, run_print
+from tests.support.kimi_env import kimi_available, run_kimi
+from tests.support.standin_api import StandinAPI
+from tests.support.standin_openai import Reply, StandinOpenAI, system_text, user_prompts
+
+pytestmark = [
+    pytest.mark.real_claude,
+    pytest.mark.skipif(not claude_available(), reason="the Claude Code binary is not installed"),
+    pytest.mark.skipif(not kimi_available(), reason="the Kimi Code CLI is not installed"),
+]
+
+#: `claude -p` cannot ask: the advisor's tools are all allowed there.
+ALLOW_ALL = {"allow": ["mcp__advisor-mcp"]}
+
+
+@pytest.fixture
+def claude_api() -> Iterator[StandinAPI]:
+    with StandinAPI(advisor_script) as api:
+        yield api
+
+
+@pytest.fixture
+def kimi_api() -> Iterator[StandinOpenAI]:
+    with StandinOpenAI() as api:
+        yield api
+
+
+@pytest.fixture
+def place(tmp_path: Path, claude_api: StandinAPI, kimi_api: StandinOpenAI) -> AdvisorPlace:
+    return make_advisor_place(tmp_path, claude_api.url, kimi_api.url, permissions=ALLOW_ALL)
+
+
+def results(stdout: str) -> dict[str, list[str]]:
+    """The tool results the scripted model quoted at the end of its turn, by tool."""
+    found: dict[str, list[str]] = {}
+    for match in re.finditer(r"^\[(advisor_\w+)\] (.*?)(?=^\[advisor_\w+\] |\Z)", stdout,
+                             re.S | re.M):
+        found.setdefault(match[1], []).append(match[2].strip())
+    return found
+
+
+def answers(stdout: str) -> list[str]:
+    """The finished consultations' answers (the polls that were no longer waiting)."""
+    return [text for text in results(stdout).get("advisor_poll", [])
+            if not text.startswith("⏳")]
+
+
+def claude(place: AdvisorPlace, plan: str, **options: Any) -> tuple[str, str | None]:
+    result = run_print(place.claude, f"PLAN: {plan}", timeout=180, **options)
+    assert "RESULTS" in result.stdout, result.stdout + result.stderr
+    return result.stdout, result.session_id
+
+
+def test_1_create_then_consult_twice_sends_the_first_exchange_again(
+        place: AdvisorPlace, kimi_api: StandinOpenAI) -> None:
+    kimi_api.queue(Reply("first advice: start with the lock"),
+                   Reply("second advice: then the atomic write"))
+    out, session = claude(place, "create auth goal=safe table writes | "
+                                 "consult: where do I start? | consult: and after that?")
+    assert [a.split(":", 1)[1].strip() for a in answers(out)] == [
+        "first advice: start with the lock", "second advice: then the atomic write"], out
+    first, second = kimi_api.chat_bodies()
+    assert user_prompts(first)[-1].endswith("where do I start?")
+    history = second["messages"]
+    assert [m["content"] for m in history if m["role"] == "assistant"] == [
+        "first advice: start with the lock"]
+    assert any(p.endswith("where do I start?") for p in user_prompts(second)[:-1])
+    assert second["prompt_cache_key"] == first["prompt_cache_key"]
+    [binding] = place.table_data()["bindings"].values()
+    assert binding["name"] == "auth" and binding["claude_session"] == session
+    assert binding["kimi_session"] == first["prompt_cache_key"]
+
+
+def test_2_a_second_create_renames_the_task_and_keeps_its_kimi_session(
+        place: AdvisorPlace, kimi_api: StandinOpenAI) -> None:
+    out, session = claude(place, "create alpha goal=the goal | consult: q1 | create beta | "
+                                 "consult: q2 | list")
+    first, second = kimi_api.chat_bodies()
+    kimi_session = first["prompt_cache_key"]
+    assert second["prompt_cache_key"] == kimi_session
+    renamed = results(out)["advisor_create_task"][1]
+    assert "'alpha' renamed 'beta'" in renamed and kimi_session in renamed, renamed
+    [listed] = results(out)["advisor_list_tasks"]
+    assert "beta" in listed and kimi_session in listed and "alpha" not in listed, listed
+    [binding] = place.table_data()["bindings"].values()
+    assert (binding["name"], binding["kimi_session"], binding["goal"]) == (
+        "beta", kimi_session, "the goal")
+    assert binding["claude_session"] == session
+    assert len(place.kimi.sessions()) == 1
+
+
+def test_3_blueprint_mode_reaches_the_provider_and_the_answer_comes_back_whole(
+        place: AdvisorPlace, kimi_api: StandinOpenAI) -> None:
+    order = "\n".join(f"{n}. step {n}: " + "do the careful thing, " * 12 + "check."
+                      for n in range(1, 60))
+    kimi_api.queue(Reply(order))
+    out, _ = claude(place, "consult blueprint: a cache for the plan")
+    [body] = kimi_api.chat_bodies()
+    assert user_prompts(body)[-1].startswith(MODES["blueprint"])
+    assert user_prompts(body)[-1].endswith("a cache for the plan")
+    # The scripted model quotes the tool result of Claude Code's request: all of it, not a cut.
+    [answer] = answers(out)
+    assert order in answer and len(order) > 4000
+
+
+def test_4_a_resumed_claude_code_continues_the_binding(
+        place: AdvisorPlace, kimi_api: StandinOpenAI) -> None:
+    kimi_api.queue(Reply("advice before the restart"))
+    _, session = claude(place, "consult: before")
+    assert session is not None
+    claude(place, "consult: after", resume=session)
+    first, second = kimi_api.chat_bodies()
+    assert second["prompt_cache_key"] == first["prompt_cache_key"]
+    assert "advice before the restart" in [m["content"] for m in second["messages"]
+                                           if m["role"] == "assistant"]
+    [binding] = place.table_data()["bindings"].values()
+    assert binding["claude_session"] == session
+    assert binding["kimi_session"] == first["prompt_cache_key"]
+    assert len(binding["consultations"]) == 2
+
+
+def test_5_two_windows_on_one_project_bind_apart_without_cross_talk(
+        place: AdvisorPlace, kimi_api: StandinOpenAI) -> None:
+    with StreamClaude(place.claude) as a, StreamClaude(place.claude) as b:
+        for prompt_a, prompt_b in (("from A one", "from B one"), ("from A two", "from B two")):
+            assert "RESULTS" in a.turn(f"PLAN: consult: {prompt_a}")
+            assert "RESULTS" in b.turn(f"PLAN: consult: {prompt_b}")
+    assert a.session_id and b.session_id and a.session_id != b.session_id
+    bindings = place.table_data()["bindings"]
+    assert set(bindings) == {a.session_id, b.session_id}
+    kimi_a, kimi_b = bindings[a.session_id]["kimi_session"], bindings[b.session_id]["kimi_session"]
+    assert kimi_a and kimi_b and kimi_a != kimi_b
+    for body in kimi_api.chat_bodies():
+        said = " ".join(user_prompts(body))
+        window = "A" if "from A" in said else "B"
+        assert f"from {'B' if window == 'A' else 'A'}" not in said, said
+        assert body["prompt_cache_key"] == (kimi_a if window == "A" else kimi_b)
+    last_a = [b for b in kimi_api.chat_bodies() if "from A two" in " ".join(user_prompts(b))]
+    assert any("from A one" in p for p in user_prompts(last_a[0]))
+
+
+def test_8_a_bare_kimi_in_another_project_is_unchanged(
+        place: AdvisorPlace, kimi_api: StandinOpenAI, tmp_path: Path) -> None:
+    claude(place, "consult: read-only, please")
+    other = tmp_path / "another-project"
+    other.mkdir()
+    bare = run_kimi(place.kimi, "hello from a bare kimi", cwd=other)
+    assert bare.returncode == 0, bare.stderr
+    advisor_body, bare_body = kimi_api.chat_bodies()
+    tools = [{t["function"]["name"] for t in body["tools"]} for body in (advisor_body,
+                                                                        bare_body)]
+    assert tools[0] <= {"Read", "Glob", "Grep"}
+    assert {"Write", "Bash", "Edit"} <= tools[1]
+    persona = system_text(advisor_body)
+    assert "advisor" in persona and persona != system_text(bare_body)
+    assert system_text(bare_body).startswith("You are Kimi Code CLI")
+    assert not list(place.kimi.kimi_home.glob("agents/**/*.md"))
+
+
+def test_unused_steps_are_not_a_plan(place: AdvisorPlace) -> None:
+    """The scripted model calls the tools named, nothing else: a prompt without a plan."""
+    result = run_print(place.claude, "hello", timeout=120)
+    assert "stand-in reply" in result.stdout
+    assert not place.table.exists()
+    assert tool_name("advisor_poll").startswith("mcp__advisor-mcp__")
