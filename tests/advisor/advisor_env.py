@@ -3,6 +3,7 @@ environment that points the advisor at them (and at a Kimi Code state of the tes
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -37,3 +38,14 @@ def prompt(sessions: Path, session_id: str, cwd: Path) -> None:
                           env={**os.environ, "KAEL_ADVISOR_SESSIONS": str(sessions)},
                           capture_output=True, timeout=60, check=True)
     assert done.stdout == b""
+
+
+def running_in(project: Path) -> list[int]:
+    """The processes whose working directory is PROJECT (the Kimi Code CLI renames its command
+    line to `kimi-code`, so it is found by where it runs)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            if entry.name.isdigit() and (entry / "cwd").readlink() == project:
+                found.append(int(entry.name))
+    return found

@@ -5,13 +5,11 @@ and an interrupted consultation seen by the next server, and Claude Code 2.1.328
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import subprocess
 import time
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
@@ -20,7 +18,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp_types import CallToolResult, TextContent
 
 from kael_advisor.tools import TOOLS
-from tests.advisor.advisor_env import MCP_BIN, prompt
+from tests.advisor.advisor_env import MCP_BIN, prompt, running_in
 from tests.advisor.kimi_fixture import Advised, advised, needs_kimi
 from tests.support.standin_openai import Reply
 from tests.test_mcp_startup import PROBE_TIMED_OUT, _answer, _imported
@@ -85,17 +83,6 @@ def test_tools_listed_and_a_consultation_round_trip(advised: Advised) -> None:
     assert "Build it in three steps." in _server(advised, later)
 
 
-def _running_in(project: Path) -> list[int]:
-    """The processes whose working directory is PROJECT (the Kimi Code CLI renames its command
-    line to `kimi-code`, so it is found by where it runs)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        with contextlib.suppress(OSError):
-            if entry.name.isdigit() and (entry / "cwd").readlink() == project:
-                found.append(int(entry.name))
-    return found
-
-
 @needs_kimi
 def test_a_consultation_cut_by_the_server_ending_is_interrupted(advised: Advised) -> None:
     prompt(advised.sessions, CONVERSATION, advised.project)
@@ -108,9 +95,9 @@ def test_a_consultation_cut_by_the_server_ending_is_interrupted(advised: Advised
 
     assert _server(advised, body).startswith("⏳ consultation started #t1")
     deadline = time.monotonic() + 10
-    while _running_in(advised.project) and time.monotonic() < deadline:
+    while running_in(advised.project) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert _running_in(advised.project) == [], "the ended server left its Kimi Code CLI running"
+    assert running_in(advised.project) == [], "the ended server left its Kimi Code CLI running"
     advised.api.release()
 
     async def later(session: ClientSession) -> str:

@@ -11,6 +11,7 @@ import pytest
 
 from kael_advisor import runner
 from kael_advisor.errors import AdvisorError, SessionLost
+from tests.advisor.advisor_env import running_in
 from tests.advisor.kimi_fixture import Advised, advised, needs_kimi
 from tests.support.kimi_env import run_kimi
 from tests.support.standin_openai import Reply, ToolCall, message_texts, system_text, user_prompts
@@ -43,6 +44,7 @@ def test_the_hang_guard_stops_a_silent_advisor(advised: Advised) -> None:
 
     assert "no first byte from the advisor in 2 s" in str(caught.value)
     assert time.monotonic() - started < 20
+    assert running_in(advised.project) == []  # killed, not left waiting on its provider
 
 
 def test_a_provider_that_is_down_fails_fast_in_one_line(advised: Advised) -> None:
