@@ -196,3 +196,23 @@ def test_a_table_of_another_version_is_refused_and_kept(tmp_path: Path) -> None:
         with pytest.raises(AdvisorError, match="of another version"):
             _call(advisor, name, **given)
     assert json.loads(path.read_text()) == {"version": 7, "bindings": {}}
+
+
+@needs_kimi
+def test_two_windows_on_one_project_bind_separately(advised: Advised) -> None:
+    other = "0ther000-1111-2222-3333-444444444444"
+    advised.api.queue(Reply("to A"), Reply("to B"), Reply("A again"))
+    advisor = _advisor(advised)  # window A spoke last
+
+    assert "to A" in _consult(advisor, message="from A")
+    write_window(advised.sessions, other, advised.project / "sub", time.time() + 1)  # B speaks
+    assert "to B" in _consult(advisor, message="from B")
+    write_window(advised.sessions, CONVERSATION, advised.project, time.time() + 2)  # A again
+    assert "A again" in _consult(advisor, message="A's second")
+
+    bindings = BindingTable(advised.project).read().bindings
+    assert bindings[CONVERSATION].kimi_session != bindings[other].kimi_session
+    assert (bindings[CONVERSATION].consultations, bindings[other].consultations) == (
+        ["t1", "t3"], ["t2"])
+    third = advised.api.chat_bodies()[2]
+    assert "from A" in user_prompts(third) and "from B" not in user_prompts(third)
