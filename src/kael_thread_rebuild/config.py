@@ -182,8 +182,8 @@ class Config(BaseModel):
                     "permission prompt, or the command line) switches at the next Stop. N: it "
                     "also waits for the household's admin, who confirms it as root in the "
                     "daemon's container (`docker exec -u 0 <daemon> kael-thread-rebuild confirm "
-                    "--operation ID`), something the model cannot do; unconfirmed after N "
-                    "minutes it is cancelled (docs/security.md)")
+                    "--operation ID`, `--rollback` for a rollback), something the model cannot "
+                    "do; unconfirmed after N minutes it is cancelled (docs/security.md)")
 
     @field_validator(*DIRECTORIES, "resume_pointer_path")
     @classmethod

@@ -26,15 +26,16 @@ from .household import Household
 QUIET_SECONDS = 1.5
 
 
-def _request_through_mcp(household: Household, appliance: engine.Instance) -> dict[str, Any]:
+def _call_through_mcp(household: Household, appliance: engine.Instance, tool: str,
+                      arguments: dict[str, Any]) -> dict[str, Any]:
+    """TOOL called as the model calls it: on the MCP server Claude Code starts (docker run)."""
     command = appliance.mcp_command(household.config_path, household.user)
 
     async def session() -> dict[str, Any]:
         params = StdioServerParameters(command=command[0], args=command[1:])
         async with stdio_client(params) as (read, write), ClientSession(read, write) as client:
             await client.initialize()
-            result = await client.call_tool("thread_rebuild_request", {
-                "reason": "the human asked for it", "confirmation": "REBUILD"})
+            result = await client.call_tool(tool, arguments)
             assert not result.is_error and result.structured_content is not None, result
             return dict(result.structured_content)
 
@@ -68,7 +69,8 @@ def test_a_request_waits_for_the_admin_and_the_model_cannot_confirm_it(
     daemon = appliance.run_daemon(household.config_path, household.user)
     engine.wait_for_log(household.config.state_dir / "worker.log", "daemon ready")
 
-    answer = _request_through_mcp(household, appliance)
+    answer = _call_through_mcp(household, appliance, "thread_rebuild_request", {
+        "reason": "the human asked for it", "confirmation": "REBUILD"})
     operation_id = answer["operation_id"]
     print(f"the model was told: {answer['next_step']}")
     assert answer["status"] == "awaiting_confirmation"
@@ -107,6 +109,18 @@ def test_a_request_waits_for_the_admin_and_the_model_cannot_confirm_it(
     assert op.status.value == "activated", op.error
     assert household.pointer.read_text() == f"{op.new_session_id}\n"
     assert [step.note for step in op.history][:2] == ["confirmed by the admin", "Stop received"]
+
+    # Its rollback awaits a confirmation of its own (`--rollback`); cancelled, it stays activated.
+    answer = _call_through_mcp(household, appliance, "thread_rebuild_rollback_request", {
+        "operation_id": operation_id, "confirmation": "ROLLBACK"})
+    assert answer["status"] == "awaiting_confirmation"
+    assert f"confirm --operation {operation_id} --rollback" in answer["next_step"]
+    time.sleep(QUIET_SECONDS)  # the rebuild's confirmation does not confirm it
+    assert _status(appliance, operation_id).status.value == "awaiting_confirmation"
+    code, out = appliance.exec_cli("cancel", "--operation", operation_id, "--confirm", "CANCEL")
+    assert code == 0, out
+    assert _status(appliance, operation_id).status.value == "activated"
+    assert household.pointer.read_text() == f"{op.new_session_id}\n"
 
 
 def test_a_record_edited_by_hand_does_not_switch(household: Household,

@@ -26,8 +26,11 @@ SPEC = {
     (S.pending, S.scheduled), (S.pending, S.cancelled), (S.pending, S.failed),
     (S.scheduled, S.running), (S.scheduled, S.failed),
     (S.scheduled, S.cancelled),  # an addition: CANCEL after the Stop, before the worker
-    # Another: with admin_confirm_minutes, a request awaits the admin's confirm, or expires.
+    # Another: with admin_confirm_minutes, a request awaits the admin's confirm, or expires;
+    # a rollback request too, then goes on to rollback_pending or back to activated.
     (S.awaiting_confirmation, S.pending), (S.awaiting_confirmation, S.cancelled),
+    (S.activated, S.awaiting_confirmation), (S.awaiting_confirmation, S.rollback_pending),
+    (S.awaiting_confirmation, S.activated),
     (S.running, S.verifying), (S.running, S.failed),
     (S.verifying, S.activating), (S.verifying, S.failed),
     (S.activating, S.activated), (S.activating, S.rolled_back), (S.activating, S.failed),

@@ -68,6 +68,8 @@ class CancelInput(BaseModel):
 
 class ConfirmInput(BaseModel):
     operation_id: Annotated[str, _operation("")]
+    rollback: Annotated[bool, Cli("confirm the rollback the operation awaits, not its "
+                                  "rebuild")] = False
 
 
 class RollbackInput(BaseModel):

@@ -103,15 +103,17 @@ def _request(call: Call, given: RequestInput) -> Requested:
 
 
 def _confirm(call: Call, given: ConfirmInput) -> Confirmed:
-    return service.confirm(call.config, given.operation_id)
+    return service.confirm(call.config, given.operation_id, given.rollback)
 
 
 def _cancel(call: Call, given: CancelInput) -> Operation:
     return service.cancel(call.config, given.operation_id, given.confirmation)
 
 
-def _rollback(call: Call, given: RollbackInput) -> Operation:
-    return service.rollback_request(call.config, given.operation_id, given.confirmation)
+def _rollback(call: Call, given: RollbackInput) -> Requested:
+    op = service.rollback_request(call.config, given.operation_id, given.confirmation)
+    return Requested(operation=op, joined_existing=False,
+                     confirm_with=service.confirm_with(call.config, op))
 
 
 def _status(call: Call, given: StatusInput) -> Found:
@@ -201,11 +203,6 @@ def _cancelled(op: Operation) -> OperationResult:
                            next_step="Nothing will be switched.")
 
 
-def _rolling_back(op: Operation) -> OperationResult:
-    return OperationResult(operation_id=op.operation_id, status=op.status,
-                           next_step=_AFTER_REPLY)
-
-
 # -- the table -----------------------------------------------------------------------------------
 
 # In the order of the CLI's help; the MCP tools and the permissions take the read-only ones
@@ -264,11 +261,12 @@ ACTIONS: tuple[Action[Any, Any], ...] = (
                   "the reply normally.", OperationResult, _requested)),
     Action(
         "confirm", "the admin's confirmation of a rebuild (as root in the daemon's container)",
-        "With admin_confirm_minutes set, a rebuild request awaits this: the household's admin "
-        "runs it as root where the daemon runs (`docker exec -u 0 <daemon container> "
-        "kael-thread-rebuild confirm --operation ID`). It writes a confirmation only root can "
-        "write; the daemon then lets the request go on (pending: it runs after the next Stop), "
-        "and the worker checks it again before switching. Refused for any other user.",
+        "With admin_confirm_minutes set, a rebuild request (and a rollback request, confirmed "
+        "with --rollback) awaits this: the household's admin runs it as root where the daemon "
+        "runs (`docker exec -u 0 <daemon container> kael-thread-rebuild confirm --operation "
+        "ID`). It writes a confirmation only root can write; the daemon then lets the request "
+        "go on (pending or rollback_pending: it runs after the next Stop), and the worker checks "
+        "it again before switching. Refused for any other user.",
         # The model must never confirm: not an MCP tool, and the wrapper never runs it.
         ConfirmInput, Confirmed, changes=True, run=_confirm, show=show.show_confirmed),
     Action(
@@ -282,11 +280,11 @@ ACTIONS: tuple[Action[Any, Any], ...] = (
         "rollback", "return to the old session after an activated rebuild",
         "Mark an activated rebuild for rollback; the switch back happens after the next Stop "
         "of the rebuilt session. Only the latest switch can be rolled back.",
-        RollbackInput, Operation, changes=True, confirmation=ROLLBACK_WORD, run=_rollback,
+        RollbackInput, Requested, changes=True, confirmation=ROLLBACK_WORD, run=_rollback,
         show=show.show_rollback,
         tool=Tool("thread_rebuild_rollback_request", "Return to the old session after an "
                   "activated rebuild; the switch back happens after this reply ends.",
-                  OperationResult, _rolling_back)),
+                  OperationResult, _requested)),
     Action(
         "status", "show an operation (read-only)",
         "Show an operation's record: state, sessions, backup, error and history.",

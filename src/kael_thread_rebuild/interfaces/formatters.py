@@ -120,13 +120,16 @@ def show_doctor(report: DoctorReport, as_json: bool) -> int:
 # -- state changes -------------------------------------------------------------------------------
 
 
+def _confirmed_by(requested: Requested) -> str:
+    if not requested.confirm_with:
+        return ""
+    return f", once the household's admin has confirmed it as root: {requested.confirm_with}"
+
+
 def show_requested(requested: Requested, as_json: bool) -> int:
     joined = requested.joined_existing
     headline = ("joined the operation already waiting; it " if joined
-                else "rebuild requested; it ") + AFTER_STOP
-    if requested.confirm_with:
-        headline += (f", once the household's admin has confirmed it as root: "
-                     f"{requested.confirm_with}")
+                else "rebuild requested; it ") + AFTER_STOP + _confirmed_by(requested)
     _operation(requested.operation, as_json, headline, joined_existing=joined)
     return 0
 
@@ -146,8 +149,9 @@ def show_cancelled(op: Operation, as_json: bool) -> int:
     return 0
 
 
-def show_rollback(op: Operation, as_json: bool) -> int:
-    _operation(op, as_json, "rollback requested; it " + AFTER_STOP)
+def show_rollback(requested: Requested, as_json: bool) -> int:
+    _operation(requested.operation, as_json,
+               "rollback requested; it " + AFTER_STOP + _confirmed_by(requested))
     return 0
 
 

@@ -20,14 +20,16 @@ import os
 import stat
 from pathlib import Path
 
-from ..config import Config
+from ..config import Activation, Config
 from ..errors import Refused
 from ..fsutil import atomic_write_text
 from .model import Operation, OperationStatus, require_operation_id
 
 TMP = Path("/tmp")
-#: What a confirmation confirms (the file's content names it with the operation id).
+#: What a confirmation confirms (the file's content names it with the operation id): a rebuild,
+#: or the rollback of one (a file of its own: the rebuild's confirmation must not confirm it).
 REBUILD = "rebuild"
+ROLLBACK = "rollback"
 _NOT_OTHERS = stat.S_IWGRP | stat.S_IWOTH
 
 
@@ -35,15 +37,25 @@ def confirmations_dir(config: Config) -> Path:
     return TMP / f"kael-thread-rebuild-{config.instance}.confirmed"
 
 
-def confirm_command(config: Config, operation_id: str) -> str:
+def kind_of(op: Operation) -> str:
+    """What OP awaits (or ran after) the admin's confirmation for: a rebuild, or the rollback of
+    one that switched."""
+    return ROLLBACK if op.switched else REBUILD
+
+
+def confirm_command(config: Config, operation_id: str, kind: str = REBUILD) -> str:
     """What the admin runs: in the appliance's daemon container (named as the installer and
     image/run-daemon.sh name it), as root."""
     return (f"docker exec -u 0 kael-thread-rebuild-{config.instance} kael-thread-rebuild "
-            f"confirm --operation {operation_id}")
+            f"confirm --operation {operation_id}" + (" --rollback" if kind == ROLLBACK else ""))
 
 
-def _text(operation_id: str) -> str:
-    return f"{operation_id} {REBUILD}\n"
+def _name(operation_id: str, kind: str) -> str:
+    return operation_id if kind == REBUILD else f"{operation_id}.{kind}"
+
+
+def _text(operation_id: str, kind: str) -> str:
+    return f"{operation_id} {kind}\n"
 
 
 def _root_only(path: Path, kind: int) -> str:
@@ -63,10 +75,11 @@ def _root_only(path: Path, kind: int) -> str:
     return ""
 
 
-def confirmation_problem(config: Config, operation_id: str) -> str:
-    """Why OPERATION_ID has no confirmation of the admin's, in one line; empty when it has."""
+def confirmation_problem(config: Config, operation_id: str, kind: str = REBUILD) -> str:
+    """Why OPERATION_ID has no confirmation of the admin's for KIND, in one line; empty when it
+    has."""
     folder = confirmations_dir(config)
-    path = folder / require_operation_id(operation_id)
+    path = folder / _name(require_operation_id(operation_id), kind)
     problem = _root_only(folder, stat.S_IFDIR) or _root_only(path, stat.S_IFREG)
     if problem:
         return problem
@@ -74,15 +87,15 @@ def confirmation_problem(config: Config, operation_id: str) -> str:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         return f"{path} cannot be read: {exc}"
-    return "" if text == _text(operation_id) else f"{path} does not confirm {operation_id}"
+    return "" if text == _text(operation_id, kind) else f"{path} does not confirm {operation_id}"
 
 
-def write_confirmation(config: Config, operation_id: str) -> Path:
+def write_confirmation(config: Config, operation_id: str, kind: str = REBUILD) -> Path:
     """The admin's `confirm`: as root only (anything else could be the model)."""
     operation_id = require_operation_id(operation_id)
     if os.geteuid() != 0:
         raise Refused(f"confirm runs as root only (uid {os.geteuid()} could be the model's "
-                      f"shell): {confirm_command(config, operation_id)}")
+                      f"shell): {confirm_command(config, operation_id, kind)}")
     folder = confirmations_dir(config)
     try:
         folder.mkdir(mode=0o755)
@@ -93,18 +106,26 @@ def write_confirmation(config: Config, operation_id: str) -> Path:
     if problem:
         raise Refused(f"no confirmation written: {problem}; remove it (as root) and confirm "
                       "again")
-    path = folder / operation_id
-    atomic_write_text(path, _text(operation_id), 0o644)
+    path = folder / _name(operation_id, kind)
+    atomic_write_text(path, _text(operation_id, kind), 0o644)
     return path
 
 
 def unconfirmed(config: Config, op: Operation) -> str:
     """Why the worker must not run OP: the gate is on and no confirmation of the admin's is
     there (a record the Claude user edited by hand, or a daemon restarted since the confirm).
-    Empty when it may run."""
-    if not config.admin_confirm_minutes or op.status is not OperationStatus.scheduled:
+    Empty when it may run. The pointer runner's `start-failed` needs none: the Claude user
+    may report a failed start (docs/security.md), and it owns that base's pointer anyway."""
+    if not config.admin_confirm_minutes:
         return ""
-    problem = confirmation_problem(config, op.operation_id)
-    return "" if not problem else (f"not confirmed by the admin ({problem}); nothing was "
-                                   f"switched: request again and confirm with "
-                                   f"{confirm_command(config, '<new operation id>')}")
+    if op.status is OperationStatus.scheduled:
+        problem = confirmation_problem(config, op.operation_id)
+        return "" if not problem else (f"not confirmed by the admin ({problem}); nothing was "
+                                       f"switched: request again and confirm with "
+                                       f"{confirm_command(config, '<new operation id>')}")
+    if op.status is not OperationStatus.rollback_scheduled or (
+            config.activation is Activation.pointer and op.error):
+        return ""
+    problem = confirmation_problem(config, op.operation_id, ROLLBACK)
+    return "" if not problem else (f"rollback not performed: not confirmed by the admin "
+                                   f"({problem}); the rebuilt session still runs")

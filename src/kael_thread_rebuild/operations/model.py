@@ -35,9 +35,11 @@ class OperationStatus(StrEnum):
 # and scheduled → cancelled, so that CANCEL also works after the Stop and before the worker
 # claims the operation (both moves happen under the store lock, so they cannot both win).
 TRANSITIONS: dict[OperationStatus, frozenset[OperationStatus]] = {
-    # With `admin_confirm_minutes`: a request waits for the admin's `confirm`, or expires.
+    # With `admin_confirm_minutes`: a request waits for the admin's `confirm`, or expires; a
+    # rebuild's goes on to pending or is cancelled, a rollback's to rollback_pending or back.
     OperationStatus.awaiting_confirmation: frozenset({
         OperationStatus.pending, OperationStatus.cancelled,
+        OperationStatus.rollback_pending, OperationStatus.activated,
     }),
     OperationStatus.pending: frozenset({
         OperationStatus.scheduled, OperationStatus.cancelled, OperationStatus.failed,
@@ -50,7 +52,8 @@ TRANSITIONS: dict[OperationStatus, frozenset[OperationStatus]] = {
     OperationStatus.activating: frozenset({
         OperationStatus.activated, OperationStatus.rolled_back, OperationStatus.failed,
     }),
-    OperationStatus.activated: frozenset({OperationStatus.rollback_pending}),
+    OperationStatus.activated: frozenset({OperationStatus.rollback_pending,
+                                          OperationStatus.awaiting_confirmation}),
     OperationStatus.rollback_pending: frozenset({
         OperationStatus.rollback_scheduled, OperationStatus.failed,
     }),

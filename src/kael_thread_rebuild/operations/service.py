@@ -15,7 +15,14 @@ from ..defaults import MAX_REASON_CHARS
 from ..errors import Refused, UsageError
 from ..paths import shown
 from ..switching.base import SwitchBase
-from .confirmation import confirm_command, confirmation_problem, write_confirmation
+from .confirmation import (
+    REBUILD,
+    ROLLBACK,
+    confirm_command,
+    confirmation_problem,
+    kind_of,
+    write_confirmation,
+)
 from .files import confined, sha256_file
 from .model import (
     IN_FLIGHT,
@@ -101,11 +108,12 @@ def request_rebuild(config: Config, reason: str, confirmation: str,
     with store.locked():
         active = store.active()
         if active is not None:
-            if active.status in _JOINABLE:
+            if active.status in _JOINABLE and kind_of(active) == REBUILD:
                 return Requested(operation=active, joined_existing=True,
-                                 confirm_with=_confirm_with(config, active))
+                                 confirm_with=confirm_with(config, active))
             rollback = (OperationStatus.rollback_pending, OperationStatus.rollback_scheduled)
-            what = "a rollback" if active.status in rollback else "a rebuild"
+            what = ("a rollback" if active.status in rollback or kind_of(active) == ROLLBACK
+                    else "a rebuild")
             raise Refused(f"operation {active.operation_id} ({what}) is {active.status.value}; "
                           "wait for it to finish")
         now = utcnow()
@@ -115,13 +123,14 @@ def request_rebuild(config: Config, reason: str, confirmation: str,
                                          updated_at=now, reason=reason, status=status,
                                          requested_by=requested_by))
         return Requested(operation=created, joined_existing=False,
-                         confirm_with=_confirm_with(config, created))
+                         confirm_with=confirm_with(config, created))
 
 
-def _confirm_with(config: Config, op: Operation) -> str:
+def confirm_with(config: Config, op: Operation) -> str:
+    """The command the admin confirms OP with, when it awaits that ("" otherwise)."""
     if op.status is not OperationStatus.awaiting_confirmation:
         return ""
-    return confirm_command(config, op.operation_id)
+    return confirm_command(config, op.operation_id, kind_of(op))
 
 
 def request(config: Config, reason: str, confirmation: str,
@@ -139,6 +148,9 @@ def cancel(config: Config, operation_id: str, confirmation: str) -> Operation:
         if op.status not in _JOINABLE:
             raise Refused(f"operation {operation_id} is {op.status.value}; only an operation "
                           "awaiting confirmation, pending or scheduled can be cancelled")
+        if kind_of(op) == ROLLBACK:  # a rollback awaiting the admin: the rebuild stays
+            return store.transition(operation_id, OperationStatus.activated,
+                                    "rollback cancelled on request")
         return store.transition(operation_id, OperationStatus.cancelled, "cancelled on request")
 
 
@@ -149,16 +161,18 @@ class Confirmed(BaseModel):
     evidence: str
 
 
-def confirm(config: Config, operation_id: str) -> Confirmed:
-    """The admin's confirmation of a rebuild awaiting it: as root, never reachable by the
-    model (`confirmation`). It writes the confirmation only: the state dir is the Claude user's."""
-    path = write_confirmation(config, _checked_id(operation_id))
+def confirm(config: Config, operation_id: str, rollback: bool = False) -> Confirmed:
+    """The admin's confirmation of a rebuild (with ROLLBACK: of its rollback) awaiting it: as
+    root, never reachable by the model (`confirmation`). It writes the confirmation only: the
+    state dir is the Claude user's."""
+    path = write_confirmation(config, _checked_id(operation_id), ROLLBACK if rollback else REBUILD)
     return Confirmed(operation_id=operation_id, evidence=str(path))
 
 
 def take_confirmations(config: Config) -> list[Operation]:
-    """The daemon's look at what awaits the admin: a confirmed request goes on to pending (it
-    runs after the next Stop); one unconfirmed for `admin_confirm_minutes` is cancelled."""
+    """The daemon's look at what awaits the admin: a confirmed request goes on to pending (a
+    rollback to rollback_pending: it runs after the next Stop); one unconfirmed for
+    `admin_confirm_minutes` is cancelled (a rollback: the rebuild stays activated)."""
     store = _reading_store(config)
     if store is None:
         return []
@@ -168,15 +182,22 @@ def take_confirmations(config: Config) -> list[Operation]:
         for op in store.unsettled():
             if op.status is not OperationStatus.awaiting_confirmation:
                 continue
-            if not confirmation_problem(config, op.operation_id):
-                changed.append(store.transition(op.operation_id, OperationStatus.pending,
-                                                "confirmed by the admin"))
-            elif utcnow() - op.created_at > expiry:
-                changed.append(store.transition(
-                    op.operation_id, OperationStatus.cancelled, "not confirmed in time",
-                    error=f"the admin did not confirm it within {config.admin_confirm_minutes} "
-                          f"minute(s) (admin_confirm_minutes): "
-                          f"{confirm_command(config, op.operation_id)}"))
+            kind = kind_of(op)
+            late = (f"the admin did not confirm it within {config.admin_confirm_minutes} "
+                    f"minute(s) (admin_confirm_minutes): "
+                    f"{confirm_command(config, op.operation_id, kind)}")
+            if not confirmation_problem(config, op.operation_id, kind):
+                to = (OperationStatus.rollback_pending if kind == ROLLBACK
+                      else OperationStatus.pending)
+                changed.append(store.transition(op.operation_id, to, "confirmed by the admin"))
+            elif utcnow() - op.updated_at <= expiry:
+                continue
+            elif kind == ROLLBACK:
+                changed.append(store.transition(op.operation_id, OperationStatus.activated,
+                                                f"rollback not confirmed in time: {late}"))
+            else:
+                changed.append(store.transition(op.operation_id, OperationStatus.cancelled,
+                                                "not confirmed in time", error=late))
     return changed
 
 
@@ -202,6 +223,9 @@ def rollback_request(config: Config, operation_id: str, confirmation: str) -> Op
         if not op.source_path or not confined(config.project_dir, op.source_path).is_file():
             raise Refused(f"the old session's transcript {op.source_path} is gone; "
                           "nothing to roll back to")
+        if config.admin_confirm_minutes:
+            return store.transition(operation_id, OperationStatus.awaiting_confirmation,
+                                    "rollback requested; awaiting the admin's confirmation")
         return store.transition(operation_id, OperationStatus.rollback_pending,
                                 "rollback requested")
 
