@@ -6,25 +6,35 @@ stdout."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from kael_advisor import pieces
 from kael_advisor.modes import MODES
 from tests.support.advisor_claude import (
     AdvisorPlace,
     StreamClaude,
     advisor_script,
     make_advisor_place,
-    tool_name,
 )
-from tests.support.claude_env import claude_available, run_print
+from tests.support.claude_env import (
+    TmuxClaude,
+    claude_available,
+    run_print,
+    tmux_available,
+    wait_mcp_tools_taken,
+)
 from tests.support.kimi_env import kimi_available, run_kimi
 from tests.support.standin_api import StandinAPI
 from tests.support.standin_openai import Reply, StandinOpenAI, system_text, user_prompts
+from tests.switching.sandbox import wait_until
 
 pytestmark = [
     pytest.mark.real_claude,
@@ -162,6 +172,84 @@ def test_5_two_windows_on_one_project_bind_apart_without_cross_talk(
     assert any("from A one" in p for p in user_prompts(last_a[0]))
 
 
+@contextlib.contextmanager
+def interactive(place: AdvisorPlace) -> Iterator[TmuxClaude]:
+    """An interactive Claude Code in tmux (own socket, DO-NOT-CREATE names) with the advisor's
+    slash commands installed and its MCP server's tools taken in."""
+    for name, text in pieces.templates().items():
+        if name.startswith("commands/"):
+            target = place.claude.config_dir / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text)
+    with TmuxClaude(place.claude) as tui:
+        tui.wait_for("❯", timeout=60)
+        session = wait_until(lambda: next(
+            (json.loads(p.read_text()).get("sessionId")
+             for p in (place.claude.config_dir / "sessions").glob("*.json")), None),
+            timeout=60, what="Claude Code to register its session")
+        wait_mcp_tools_taken(place.claude, pieces.SERVER_NAME, session)
+        yield tui
+
+
+def until_done(tui: TmuxClaude, timeout: float = 90) -> tuple[str, list[str]]:
+    """Answers Yes to every permission dialog until the scripted model's RESULTS are on the
+    screen; the screen, and the tool each dialog asked for."""
+    asked: list[str] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        screen = tui.capture()
+        if "RESULTS" in screen and "✻" in screen:
+            return screen, asked
+        if "Do you want to proceed?" in screen:
+            asked.append(re.findall(r"advisor-mcp — (Advisor [\w ]+?) Tool", screen)[0])
+            tui.send_keys("Enter")
+            tui.wait_for(lambda now: "Do you want to proceed?" not in now, timeout=30)
+        time.sleep(0.2)
+    raise TimeoutError(f"no RESULTS within {timeout:g} s:\n{tui.capture()}")
+
+
+@pytest.mark.skipif(not tmux_available(), reason="tmux is not installed")
+def test_6_blueprint_in_an_interactive_claude_code(
+        tmp_path: Path, claude_api: StandinAPI, kimi_api: StandinOpenAI) -> None:
+    place = make_advisor_place(tmp_path, claude_api.url, kimi_api.url,
+                               permissions=pieces.permissions())
+    kimi_api.queue(Reply("WORK ORDER: 1. read the plan 2. cache its scan 3. test the cache"))
+    with interactive(place) as tui:
+        tui.submit("/blueprint a cache for plans PLAN: create plan-cache goal=fast plans | "
+                   "consult blueprint: a cache for plans")
+        screen, asked = until_done(tui)
+    assert "WORK ORDER: 1. read the plan 2. cache its scan 3. test the cache" in screen, screen
+    assert "✅ consultation #t1" in screen
+    # The installed permissions: create and consult ask, poll is allowed.
+    assert asked == ["Advisor Create Task", "Advisor Consult"], asked
+    assert any("get a blueprint from the advisor for: a cache for plans" in json.dumps(b)
+               for b in claude_api.message_bodies())
+    [body] = kimi_api.chat_bodies()  # the task's goal, then the blueprint instruction
+    assert f"fast plans\n\n{MODES['blueprint']}\n\na cache for plans" in user_prompts(body)[-1]
+    [binding] = place.table_data()["bindings"].values()
+    assert (binding["name"], binding["goal"]) == ("plan-cache", "fast plans")
+
+
+@pytest.mark.skipif(not tmux_available(), reason="tmux is not installed")
+def test_7_a_denied_consult_runs_nothing(
+        tmp_path: Path, claude_api: StandinAPI, kimi_api: StandinOpenAI) -> None:
+    place = make_advisor_place(tmp_path, claude_api.url, kimi_api.url,
+                               permissions=pieces.permissions())
+    with interactive(place) as tui:
+        tui.submit("PLAN: consult: the secret question")
+        screen = tui.wait_for("Do you want to proceed?", timeout=60)
+        assert "Advisor Consult" in screen and "the secret question" in screen
+        tui.send_keys("Escape")  # "Esc to cancel": the call is denied
+        tui.wait_for(lambda now: "Do you want to proceed?" not in now, timeout=30)
+        time.sleep(3)  # a consultation that started would have reached the provider by now
+    assert kimi_api.chat_bodies() == []
+    assert not (place.project / ".agent" / "advisor-consultations").exists() or not list(
+        (place.project / ".agent" / "advisor-consultations").iterdir())
+    assert not place.table.exists() or not place.table_data()["bindings"]
+    denied = [b for b in claude_api.message_bodies() if "the secret question" in json.dumps(b)]
+    assert not any("consultation started" in json.dumps(b) for b in denied)
+
+
 def test_8_a_bare_kimi_in_another_project_is_unchanged(
         place: AdvisorPlace, kimi_api: StandinOpenAI, tmp_path: Path) -> None:
     claude(place, "consult: read-only, please")
@@ -180,9 +268,10 @@ def test_8_a_bare_kimi_in_another_project_is_unchanged(
     assert not list(place.kimi.kimi_home.glob("agents/**/*.md"))
 
 
-def test_unused_steps_are_not_a_plan(place: AdvisorPlace) -> None:
-    """The scripted model calls the tools named, nothing else: a prompt without a plan."""
+def test_a_prompt_without_a_consultation_binds_nothing(place: AdvisorPlace) -> None:
+    """The hook only notes the window: no table, no Kimi session until a consultation."""
     result = run_print(place.claude, "hello", timeout=120)
     assert "stand-in reply" in result.stdout
-    assert not place.table.exists()
-    assert tool_name("advisor_poll").startswith("mcp__advisor-mcp__")
+    assert [json.loads(p.read_text())["session_id"] for p in place.sessions.glob("*.json")] == [
+        result.session_id]
+    assert not place.table.exists() and not place.kimi.sessions()
