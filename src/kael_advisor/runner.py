@@ -93,7 +93,10 @@ def _failure(returncode: int, stderr: str, transcript: Transcript) -> AdvisorErr
     said = (errors or lines or [f"no message on stderr, {transcript.lines} output lines"])[-1]
     if _NOT_FOUND.search(stderr):
         return SessionLost(one_line(said))
-    return AdvisorError(one_line(f"the Kimi Code CLI failed (exit {returncode}): {said}"))
+    count = transcript.retries
+    retried = f" (after {count} {'retry' if count == 1 else 'retries'})" if count else ""
+    return AdvisorError(one_line(f"the Kimi Code CLI failed (exit {returncode}): {said}"
+                                 f"{retried}"))
 
 
 def run(project: Path, message: str, session: str | None, *,

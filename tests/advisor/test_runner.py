@@ -59,7 +59,9 @@ def test_a_provider_that_is_down_fails_fast_in_one_line(advised: Advised) -> Non
         runner.run(advised.project, "hello?", None)
 
     assert time.monotonic() - started < 30
-    assert "the Kimi Code CLI failed (exit 1)" in str(caught.value)
+    assert "the Kimi Code CLI failed (exit 1): error: failed to run prompt: " \
+        "provider.connection_error" in str(caught.value)
+    assert str(caught.value).endswith("(after 1 retry)")
     assert "\n" not in str(caught.value)
 
 
