@@ -4,6 +4,7 @@ resume, the hang guard, a provider that is down, an unknown session, and the rea
 from __future__ import annotations
 
 import socket
+import sys
 import time
 from pathlib import Path
 
@@ -17,9 +18,9 @@ from tests.support.kimi_env import run_kimi
 from tests.support.standin_openai import Reply, ToolCall, message_texts, system_text, user_prompts
 
 __all__ = ["advised"]  # fixture
-pytestmark = needs_kimi
 
 
+@needs_kimi
 def test_a_first_run_and_its_resume_keep_the_conversation(advised: Advised) -> None:
     advised.api.queue(Reply("Noted: the word is PLUM."), Reply("The word was PLUM."))
 
@@ -35,6 +36,7 @@ def test_a_first_run_and_its_resume_keep_the_conversation(advised: Advised) -> N
     assert "Noted: the word is PLUM." in message_texts(follow_up, "assistant")
 
 
+@needs_kimi
 def test_the_hang_guard_stops_a_silent_advisor(advised: Advised) -> None:
     advised.api.queue(Reply(hang=True))
     started = time.monotonic()
@@ -47,6 +49,7 @@ def test_the_hang_guard_stops_a_silent_advisor(advised: Advised) -> None:
     assert running_in(advised.project) == []  # killed, not left waiting on its provider
 
 
+@needs_kimi
 def test_a_provider_that_is_down_fails_fast_in_one_line(advised: Advised) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -65,6 +68,7 @@ def test_a_provider_that_is_down_fails_fast_in_one_line(advised: Advised) -> Non
     assert "\n" not in str(caught.value)
 
 
+@needs_kimi
 def test_an_unknown_session_is_reported_as_lost(advised: Advised) -> None:
     with pytest.raises(SessionLost, match="not found"):
         runner.run(advised.project, "hello?", "session_00000000-0000-4000-8000-000000000000")
@@ -76,6 +80,7 @@ def _writes(project: Path) -> list[ToolCall]:
             ToolCall("Bash", {"command": f"touch {project / 'by-bash'}"})]
 
 
+@needs_kimi
 def test_a_write_or_bash_the_model_asks_for_does_not_happen(advised: Advised) -> None:
     advised.api.queue(Reply("I will write.", tool_calls=_writes(advised.project)),
                       Reply("I could not."))
@@ -90,6 +95,7 @@ def test_a_write_or_bash_the_model_asks_for_does_not_happen(advised: Advised) ->
     assert 'Tool "Write" not found' in results[0]
 
 
+@needs_kimi
 def test_control_without_our_agent_the_same_write_happens(advised: Advised) -> None:
     """What the test above guards against: Kimi's default agent runs Write and Bash in -p."""
     advised.api.queue(Reply("I will write.", tool_calls=_writes(advised.project)),
@@ -98,3 +104,39 @@ def test_control_without_our_agent_the_same_write_happens(advised: Advised) -> N
     run_kimi(advised.kimi, "write a file")
 
     assert (advised.project / "by-bash").exists()
+
+
+def _fake_kimi(tmp_path: Path, body: str) -> Path:
+    """A stand-in program for the Kimi Code CLI: Python that prints stream-json lines."""
+    program = tmp_path / "fake-kimi"
+    program.write_text(f"#!{sys.executable}\nimport json, sys, time\n"
+                       "def say(**line):\n    print(json.dumps(line), flush=True)\n" + body)
+    program.chmod(0o755)
+    return program
+
+
+def test_an_advisor_that_keeps_talking_has_no_total_limit(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KAEL_ADVISOR_KIMI", str(_fake_kimi(tmp_path, """
+for n in range(5):
+    time.sleep(0.6)
+    say(role="assistant", content=f"part {n}")
+say(role="meta", type="session.resume_hint", session_id="session_long")
+""")))
+    started = time.monotonic()
+
+    outcome = runner.run(tmp_path, "think long", None, idle=1.5)
+
+    assert time.monotonic() - started > 2.5  # longer than the guard, never silent that long
+    assert outcome.session_id == "session_long" and outcome.transcript.answer.endswith("part 4")
+
+
+def test_silence_after_speaking_is_no_output(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KAEL_ADVISOR_KIMI", str(_fake_kimi(tmp_path, """
+say(role="assistant", content="let me think")
+time.sleep(60)
+""")))
+
+    with pytest.raises(AdvisorError, match=r"^no output from the advisor in 1 s"):
+        runner.run(tmp_path, "hello", None, idle=1)
