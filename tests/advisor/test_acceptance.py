@@ -18,6 +18,7 @@ import pytest
 
 from kael_advisor import pieces
 from kael_advisor.modes import MODES
+from tests.drill import procs
 from tests.support.advisor_claude import (
     AdvisorPlace,
     StreamClaude,
@@ -173,7 +174,7 @@ def test_5_two_windows_on_one_project_bind_apart_without_cross_talk(
 
 
 @contextlib.contextmanager
-def interactive(place: AdvisorPlace) -> Iterator[TmuxClaude]:
+def interactive(place: AdvisorPlace, *args: str) -> Iterator[TmuxClaude]:
     """An interactive Claude Code in tmux (own socket, DO-NOT-CREATE names) with the advisor's
     slash commands installed and its MCP server's tools taken in."""
     for name, text in pieces.templates().items():
@@ -181,12 +182,13 @@ def interactive(place: AdvisorPlace) -> Iterator[TmuxClaude]:
             target = place.claude.config_dir / name
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(text)
-    with TmuxClaude(place.claude) as tui:
+    with TmuxClaude(place.claude, args) as tui:
         tui.wait_for("❯", timeout=60)
-        session = wait_until(lambda: next(
-            (json.loads(p.read_text()).get("sessionId")
-             for p in (place.claude.config_dir / "sessions").glob("*.json")), None),
-            timeout=60, what="Claude Code to register its session")
+        _, pid = procs.pane(tui.socket, tui.target)
+        registered = place.claude.config_dir / "sessions" / f"{pid}.json"
+        session = wait_until(lambda: registered.exists() and json.loads(
+            registered.read_text()).get("sessionId"), timeout=60,
+            what="Claude Code to register its session")
         wait_mcp_tools_taken(place.claude, pieces.SERVER_NAME, session)
         yield tui
 
@@ -228,6 +230,24 @@ def test_6_blueprint_in_an_interactive_claude_code(
     assert f"fast plans\n\n{MODES['blueprint']}\n\na cache for plans" in user_prompts(body)[-1]
     [binding] = place.table_data()["bindings"].values()
     assert (binding["name"], binding["goal"]) == ("plan-cache", "fast plans")
+
+
+@pytest.mark.skipif(not tmux_available(), reason="tmux is not installed")
+def test_4_an_interactive_claude_code_continued_keeps_the_binding(
+        place: AdvisorPlace, kimi_api: StandinOpenAI) -> None:
+    kimi_api.queue(Reply("said before the restart"), Reply("said after the restart"))
+    with interactive(place) as tui:
+        tui.submit("PLAN: consult: before the restart")
+        tui.wait_for("said before the restart", timeout=90)
+    with interactive(place, "--continue") as tui:
+        tui.submit("PLAN: consult: after the restart")
+        tui.wait_for("said after the restart", timeout=90)
+    first, second = kimi_api.chat_bodies()
+    assert second["prompt_cache_key"] == first["prompt_cache_key"]
+    assert "said before the restart" in [m["content"] for m in second["messages"]
+                                         if m["role"] == "assistant"]
+    [binding] = place.table_data()["bindings"].values()
+    assert len(binding["consultations"]) == 2
 
 
 @pytest.mark.skipif(not tmux_available(), reason="tmux is not installed")
