@@ -47,12 +47,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         "Claude Code consults a Kimi Code advisor. Its project is its working directory.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.parse_args(argv)
+    try:
+        project = Path.cwd()
+    except OSError as exc:
+        print(f"{PROG}: the working directory (the project) is gone: {exc.strerror}",
+              file=sys.stderr, flush=True)
+        return 2
     snapshot: Snapshot = json.loads(SNAPSHOT.read_bytes())["protocol_versions"]
     wire_in, wire_out = _private_wire()
     signal.signal(signal.SIGTERM, lambda number, frame: sys.exit(128 + number))
     try:
         with contextlib.suppress(KeyboardInterrupt):
-            serve(Path.cwd(), wire_in, wire_out, snapshot)
+            serve(project, wire_in, wire_out, snapshot)
     finally:
         if "kael_advisor.runner" in sys.modules:  # a consultation may still be running
             from .runner import stop_all

@@ -140,3 +140,15 @@ def test_the_handshake_is_answered_without_the_sdk(tmp_path: Any) -> None:
     assert "kael_advisor.mcp_server" in imported
     assert {name.split(".")[0] for name in imported} & {"mcp", "pydantic", "anyio"} == set()
     assert time.monotonic() - started < 30
+
+
+def test_a_project_that_is_gone_is_one_line(tmp_path: Any) -> None:
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    done = subprocess.run(["sh", "-c", 'cd "$1" && rmdir "$1" && exec "$2" </dev/null', "sh",
+                           str(gone), str(MCP_BIN)], capture_output=True, text=True,
+                          timeout=60, check=False)
+
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == "kael-advisor-mcp: the working directory (the project) is gone: " \
+        "No such file or directory\n"
