@@ -8,6 +8,7 @@ says so with what is known instead of "unknown task".
 
 from __future__ import annotations
 
+import atexit
 import fcntl
 import os
 import re
@@ -73,9 +74,11 @@ class Registry:
             return
         owners = self.dir / OWNERS
         owners.mkdir(parents=True, exist_ok=True)
-        fd = os.open(owners / f"{self.owner}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        path = owners / f"{self.owner}.lock"
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         fcntl.flock(fd, fcntl.LOCK_EX)  # held for the life of this process
         self._owner_fd = fd
+        atexit.register(path.unlink, missing_ok=True)  # a killed server leaves it: still free
 
     def _owner_alive(self, owner: str) -> bool:
         if owner == self.owner:

@@ -81,6 +81,8 @@ def test_tools_listed_and_a_consultation_round_trip(advised: Advised) -> None:
         return _text(await session.call_tool("advisor_poll", {"task": "t1"}))
 
     assert "Build it in three steps." in _server(advised, later)
+    owners = advised.project / ".agent" / "advisor-consultations" / ".owners"
+    assert list(owners.iterdir()) == []  # each server took its lock file away when it ended
 
 
 @needs_kimi
