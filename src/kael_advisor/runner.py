@@ -111,8 +111,10 @@ def run(project: Path, message: str, session: str | None, *,
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                    start_new_session=True)
     except OSError as exc:
+        hint = " (set KAEL_ADVISOR_KIMI)" if isinstance(exc, FileNotFoundError | PermissionError) \
+            else ""
         raise AdvisorError(f"the Kimi Code CLI {kimi_program()!r} cannot be started: "
-                           f"{exc.strerror or exc} (set KAEL_ADVISOR_KIMI)") from None
+                           f"{exc.strerror or exc}{hint}") from None
     assert process.stdout is not None and process.stderr is not None
     _RUNNING.add(process)
     lines: queue.Queue[bytes | None] = queue.Queue()

@@ -15,6 +15,8 @@ from .errors import AdvisorError
 from .modes import MODES
 from .service import Advisor
 
+# In UTF-8 bytes. The message goes to the Kimi Code CLI as one argument, which Linux caps at
+# 128 KiB: the message, the goal and the mode's instruction stay below that together.
 MAX_MESSAGE = 100_000
 MAX_NAME = 200
 MAX_GOAL = 20_000
@@ -27,8 +29,9 @@ class _Input(BaseModel):
 def _text(value: str, what: str, limit: int) -> str:
     if not value.strip():
         raise ValueError(f"the {what} is empty")
-    if len(value) > limit:
-        raise ValueError(f"the {what} is {len(value)} characters, more than {limit}")
+    size = len(value.encode("utf-8", "surrogatepass"))
+    if size > limit:
+        raise ValueError(f"the {what} is {size} bytes, more than {limit}")
     return value
 
 

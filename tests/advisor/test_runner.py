@@ -12,6 +12,9 @@ import pytest
 
 from kael_advisor import runner
 from kael_advisor.errors import AdvisorError, SessionLost
+from kael_advisor.modes import with_mode
+from kael_advisor.service import seeded
+from kael_advisor.tools import MAX_GOAL, MAX_MESSAGE
 from tests.advisor.advisor_env import running_in
 from tests.advisor.kimi_fixture import Advised, advised, needs_kimi
 from tests.support.kimi_env import run_kimi
@@ -140,3 +143,17 @@ time.sleep(60)
 
     with pytest.raises(AdvisorError, match=r"^no output from the advisor in 1 s"):
         runner.run(tmp_path, "hello", None, idle=1)
+
+
+def test_the_longest_message_reaches_the_cli(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """One argument is capped at 128 KiB: the largest message, goal and mode instruction fit."""
+    monkeypatch.setenv("KAEL_ADVISOR_KIMI", str(_fake_kimi(tmp_path, """
+say(role="assistant", content=str(len(sys.argv[sys.argv.index("-p") + 1].encode())))
+say(role="meta", type="session.resume_hint", session_id="session_big")
+""")))
+    message = seeded("g" * MAX_GOAL, with_mode("m" * MAX_MESSAGE, "blueprint"))
+
+    outcome = runner.run(tmp_path, message, None, idle=20)
+
+    assert int(outcome.transcript.answer) == len(message.encode()) > MAX_MESSAGE + MAX_GOAL
