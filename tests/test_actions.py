@@ -128,7 +128,8 @@ def test_a_request_says_whether_it_joined_the_one_waiting(config: Config) -> Non
 def test_the_architecture_page_shows_the_table() -> None:
     page = (ROLE.parents[1] / "docs" / "architecture.md").read_text(encoding="utf-8")
     rows = [[cell.strip() for cell in line.strip("|").split("|")]
-            for line in page.split("## The table of actions", 1)[1].splitlines()
+            for line in page.split("## The table of actions", 1)[1].split("\n## ", 1)[0]
+            .splitlines()
             if line.startswith("| ") and not line.startswith("| action ")]
     assert [(row[0], row[1].split()[0], row[2], row[3], row[4].split(",")[0]) for row in rows] == [
         (action.name, "yes" if action.changes else "no", action.confirmation or "",
