@@ -42,10 +42,10 @@ done
 for dir in "$project"; do
   [ -d "$dir" ] || { echo "mcp-command: $dir is not a directory" >&2; exit 2; }
 done
-project="$(cd "$project" && pwd -P)"
-sessions="$(cd "$sessions" && pwd -P)"
 mkdir -p "$project/.agent" "$kimi_home"
 mkdir -p -m 700 "$sessions"
+project="$(cd "$project" && pwd -P)"
+sessions="$(cd "$sessions" && pwd -P)"
 kimi_home="$(cd "$kimi_home" && pwd -P)"
 
 printf '%s\n' docker run -i --rm --init --log-driver none --user "$user" \

@@ -169,3 +169,35 @@ def test_the_appliance_image_holds_no_node_and_no_kimi(dock: docker.DockerClient
     # Built on the appliance's layers, which it shares: the pinned CLI and its Node come on top.
     layers = appliance.attrs["RootFS"]["Layers"]
     assert advisor.attrs["RootFS"]["Layers"][:len(layers)] == layers
+
+
+def test_the_command_makes_missing_sources_as_the_caller(tmp_path: Path) -> None:
+    """Docker would create a missing mount source as root: the command makes each one first."""
+    project = tmp_path / "project"
+    project.mkdir()
+    sessions, kimi_home = tmp_path / "claude" / "sessions", tmp_path / "kimi-home"
+    done = subprocess.run([str(MCP_COMMAND), "--sessions", str(sessions), "--kimi-home",
+                           str(kimi_home), "--image", "some-image"], cwd=project,
+                          capture_output=True, text=True, timeout=30, check=True)
+    words = done.stdout.splitlines()
+    assert words[:4] == ["docker", "run", "-i", "--rm"] and words[-1] == "some-image"
+    mounts = [words[i + 1] for i, word in enumerate(words) if word == "-v"]
+    assert mounts == [f"{project}:{project}:ro", f"{project}/.agent:{project}/.agent",
+                      f"{sessions}:{sessions}:ro", f"{kimi_home}:{kimi_home}"]
+    assert (project / ".agent").is_dir() and kimi_home.is_dir()
+    assert sessions.stat().st_mode & 0o777 == 0o700
+    assert words[words.index("-w") + 1] == str(project)
+    assert words[words.index("--user") + 1] == f"{os.getuid()}:{os.getgid()}"
+    assert {"--read-only", "--init"} <= set(words) and "--network" not in words
+    assert words[words.index("--cap-drop") + 1] == "ALL"
+
+
+def test_doctor_in_the_image_finds_the_pinned_kimi(advisor_image: str, place: Place) -> None:
+    command = place.command(advisor_image)
+    image = command.pop()
+    done = subprocess.run([*command, "--entrypoint", "kael-advisor", image, "doctor"],
+                          capture_output=True, text=True, timeout=120, check=False)
+    lines = done.stdout.splitlines()
+    assert any(re.match(r"ok +kimi +/opt/kimi-code/bin/kimi 2\.1\.0$", line) for line in lines), \
+        done.stdout + done.stderr
+    assert any(re.match(r"ok +provider", line) for line in lines), done.stdout
