@@ -594,6 +594,14 @@ def test_a_user_unit_switched_over_the_user_bus(household: Household, api: Stand
     try:
         started = time.monotonic()
         household.systemctl("start", unit, user=True)
+        # The user manages its own unit: the activation check lets it (no polkit asked).
+        asked = household.exec_as_user(
+            "env", f"PYTHONPATH={DRILL_SRC}:{DRILL_SITE}", "python3", "-c",
+            "import sys; from kael_thread_rebuild.config import Config; "
+            "from kael_thread_rebuild.switching.systemd import SystemdBase; "
+            "print(repr(SystemdBase(Config.model_validate_json(sys.argv[1]))"
+            ".activation_problem()))", config.model_dump_json(), check=False)
+        assert asked.stdout.strip() == "''", asked
         code, out = _client_result(household.exec_as_user(
             "env", f"PYTHONPATH={DRILL_SRC}:{DRILL_SITE}",
             "python3", DRILL_CLIENT, _client_args(config, [old, new, old]),
