@@ -3,6 +3,7 @@ changed, and the provider's key is never shown."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import time
@@ -45,6 +46,9 @@ def kimi_version() -> Check:
 def provider() -> Check:
     """A default model whose provider has a base URL and a key (the key is not shown)."""
     path = kimi_home() / "config.toml"
+    if os.environ.get("KIMI_MODEL_NAME") and os.environ.get("KIMI_MODEL_API_KEY"):
+        return Check("provider", "ok", f"model {os.environ['KIMI_MODEL_NAME']!r} from the "
+                     "environment (KIMI_MODEL_*), key set")
     try:
         config = tomllib.loads(path.read_text())
     except FileNotFoundError:

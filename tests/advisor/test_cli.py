@@ -66,3 +66,13 @@ def test_tasks_lists_and_a_bad_table_is_one_line(tmp_path: Path) -> None:
     assert done.returncode == 1 and done.stdout == ""
     assert done.stderr.count("\n") == 1 and "is not JSON" in done.stderr
     assert path.read_text() == "{oops"
+
+
+def test_doctor_takes_a_provider_from_the_environment(tmp_path: Path) -> None:
+    done = _cli("doctor", "--json", "--project", str(tmp_path), env={
+        "KIMI_CODE_HOME": str(tmp_path / "k"), "KIMI_MODEL_NAME": "m1",
+        "KIMI_MODEL_API_KEY": "sk-secret-DO-NOT-SHOW"})
+
+    provider = next(c for c in json.loads(done.stdout) if c["name"] == "provider")
+    assert provider["status"] == "ok" and "'m1' from the environment" in provider["detail"]
+    assert "sk-secret" not in done.stdout
