@@ -22,14 +22,15 @@ from __future__ import annotations
 
 import itertools
 import json
-import sys
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, Literal
+
+from .loopback import LoopbackServer, QuietServer
 
 __all__ = [
     "Block",
@@ -338,7 +339,7 @@ def _message_json(reply: Reply, model: str, message_id: str) -> dict[str, Any]:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    server: _Server
+    server: QuietServer
 
     def log_message(self, format: str, *args: Any) -> None:
         return
@@ -440,62 +441,22 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(stream)
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-    api: StandinAPI
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        # Claude Code drops keep-alive connections when it exits; that is not an error.
-        if isinstance(sys.exc_info()[1], ConnectionError):
-            return
-        super().handle_error(request, client_address)
-
-
-class StandinAPI:
+class StandinAPI(LoopbackServer):
     """The stand-in server. Use as a context manager; ``url`` is the ``ANTHROPIC_BASE_URL``."""
 
+    handler = _Handler
+    thread_name = "standin-api"
+
     def __init__(self, responder: Responder | None = None, port: int = 0) -> None:
+        super().__init__(port)
         self._responder: Responder = responder or default_responder
-        self._port = port  # 0: a free one
         self._lock = threading.Lock()
         self._requests: list[RecordedRequest] = []
         self._errors: list[BaseException] = []
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
-
-    # lifecycle
-    def start(self) -> StandinAPI:
-        server = _Server(("127.0.0.1", self._port), _Handler)
-        server.api = self
-        self._server = server
-        self._thread = threading.Thread(
-            target=server.serve_forever, name="standin-api", daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
-
-    def __enter__(self) -> StandinAPI:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     @property
     def url(self) -> str:
-        if self._server is None:
-            raise RuntimeError("stand-in API is not running")
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
+        return self.origin
 
     def set_responder(self, responder: Responder) -> None:
         with self._lock:

@@ -26,15 +26,16 @@ from __future__ import annotations
 
 import itertools
 import json
-import sys
 import threading
 import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from http.server import BaseHTTPRequestHandler
+from typing import Any, Self
+
+from .loopback import LoopbackServer, QuietServer
 
 __all__ = [
     "MODEL",
@@ -214,7 +215,7 @@ def _error(message: str, kind: str = "api_error") -> dict[str, Any]:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    server: _Server
+    server: QuietServer
 
     def log_message(self, format: str, *args: Any) -> None:
         return
@@ -289,68 +290,32 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-    api: StandinOpenAI
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        # The CLI drops keep-alive connections when it exits, or is killed mid-request.
-        if isinstance(sys.exc_info()[1], ConnectionError):
-            return
-        super().handle_error(request, client_address)
-
-
-class StandinOpenAI:
+class StandinOpenAI(LoopbackServer):
     """The stand-in server; a context manager. ``url`` is the provider's ``base_url`` (``…/v1``)."""
 
+    handler = _Handler
+    thread_name = "standin-openai"
+
     def __init__(self, responder: Responder | None = None, port: int = 0) -> None:
+        super().__init__(port)
         self._fallback: Responder = responder or default_responder
-        self._port = port  # 0: a free one
         self._lock = threading.Lock()
         self._queue: deque[Reply] = deque()
         self._requests: list[RecordedRequest] = []
         self._errors: list[BaseException] = []
         self._released = threading.Event()
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
 
-    def start(self) -> StandinOpenAI:
+    def start(self) -> Self:
         self._released.clear()
-        server = _Server(("127.0.0.1", self._port), _Handler)
-        server.api = self
-        self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, name="standin-openai",
-                                        daemon=True)
-        self._thread.start()
-        return self
+        return super().start()
 
-    def stop(self) -> None:
+    def _stopping(self) -> None:
         self._released.set()  # hanging requests end, so shutdown does not wait for them
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
-
-    def __enter__(self) -> StandinOpenAI:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def port(self) -> int:
-        if self._server is None:
-            raise RuntimeError("stand-in provider is not running")
-        return int(self._server.server_address[1])
 
     @property
     def url(self) -> str:
         """The ``base_url`` of the provider: ``http://127.0.0.1:<port>/v1``."""
-        return f"http://127.0.0.1:{self.port}/v1"
+        return f"{self.origin}/v1"
 
     # behaviours
     def queue(self, *replies: Reply) -> None:

@@ -1,0 +1,78 @@
+"""A stand-in HTTP server on 127.0.0.1: the machinery the provider stand-ins share
+(:mod:`tests.support.standin_api` for Claude Code, :mod:`tests.support.standin_openai` for the
+advisor's Kimi Code CLI)."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Self
+
+__all__ = ["LoopbackServer", "QuietServer"]
+
+
+class QuietServer(ThreadingHTTPServer):
+    """A threading server whose handlers reach their stand-in as ``self.server.api``."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+    api: Any
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A CLI drops keep-alive connections when it exits, or is killed mid-request.
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
+
+
+class LoopbackServer:
+    """Serves ``handler`` on 127.0.0.1 (``port`` 0: a free one) in a daemon thread; a context
+    manager."""
+
+    handler: type[BaseHTTPRequestHandler]
+    thread_name = "standin"
+
+    def __init__(self, port: int = 0) -> None:
+        self._port = port
+        self._server: QuietServer | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> Self:
+        server = QuietServer(("127.0.0.1", self._port), self.handler)
+        server.api = self
+        self._server = server
+        self._thread = threading.Thread(target=server.serve_forever, name=self.thread_name,
+                                        daemon=True)
+        self._thread.start()
+        return self
+
+    def _stopping(self) -> None:
+        """Called before the server shuts down (to end requests that would never end)."""
+
+    def stop(self) -> None:
+        self._stopping()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        if self._server is None:
+            raise RuntimeError(f"{type(self).__name__} is not running")
+        return int(self._server.server_address[1])
+
+    @property
+    def origin(self) -> str:
+        """``http://127.0.0.1:<port>``."""
+        return f"http://127.0.0.1:{self.port}"
