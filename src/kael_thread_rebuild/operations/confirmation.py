@@ -104,8 +104,8 @@ def write_confirmation(config: Config, operation_id: str, kind: str = REBUILD) -
         pass
     problem = _root_only(folder, stat.S_IFDIR)
     if problem:
-        raise Refused(f"no confirmation written: {problem}; remove it (as root) and confirm "
-                      "again")
+        raise Refused(f"no confirmation written: {problem} (the Claude user made it?); "
+                      "restart the daemon container, which empties its /tmp, and confirm again")
     path = folder / _name(operation_id, kind)
     atomic_write_text(path, _text(operation_id, kind), 0o644)
     return path
