@@ -38,6 +38,7 @@ UID, GID = engine.TEST_UID, engine.TEST_GID
 
 @pytest.fixture(scope="module")
 def dock() -> docker.DockerClient:
+    """The engine, or a skip saying why there is none (as the appliance tests do)."""
     problem = engine.engine_problem()
     if problem:
         pytest.skip(problem)

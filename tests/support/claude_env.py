@@ -29,6 +29,7 @@ __all__ = [
     "ClaudePlace",
     "PrintResult",
     "TmuxClaude",
+    "ci_version",
     "claude_available",
     "claude_version",
     "encode_project_path",
@@ -62,6 +63,15 @@ _SESSION_MARK = "DO-NOT-CREATE"
 
 def repo_root() -> Path:
     return Path(__file__).resolve().parents[2]
+
+
+def ci_version(key: str) -> str:
+    """A version the tests depend on, KEY of `.ci/versions.env`."""
+    for line in (repo_root() / ".ci" / "versions.env").read_text().splitlines():
+        name, _, value = line.partition("=")
+        if name.strip() == key:
+            return value.strip()
+    raise LookupError(f".ci/versions.env sets no {key}")
 
 
 def find_claude_binary() -> Path:

@@ -25,7 +25,7 @@ import pytest
 
 from kael_thread_rebuild.claude_code.versions import verified
 
-from .claude_env import claude_version, repo_root
+from .claude_env import ci_version, claude_version, repo_root
 
 PACKAGE = "@anthropic-ai/claude-code"
 BIN_ENV = "KAEL_TEST_CLAUDE_BIN"
@@ -36,11 +36,7 @@ TOOLS = repo_root() / ".tools"
 
 def pinned_version() -> str:
     """CLAUDE_CODE_VERSION of `.ci/versions.env`."""
-    for line in (repo_root() / ".ci" / "versions.env").read_text().splitlines():
-        key, _, value = line.partition("=")
-        if key.strip() == "CLAUDE_CODE_VERSION":
-            return value.strip()
-    raise LookupError(".ci/versions.env sets no CLAUDE_CODE_VERSION")
+    return ci_version("CLAUDE_CODE_VERSION")
 
 
 def install_dir(version: str) -> Path:

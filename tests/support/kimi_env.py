@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .claude_env import repo_root
+from .claude_env import ci_version, repo_root
 from .standin_openai import MODEL
 
 __all__ = [
@@ -69,11 +69,7 @@ def kimi_available() -> bool:
 
 def pinned_kimi_version() -> str:
     """KIMI_CODE_VERSION of `.ci/versions.env`."""
-    for line in (repo_root() / ".ci" / "versions.env").read_text().splitlines():
-        key, _, value = line.partition("=")
-        if key.strip() == "KIMI_CODE_VERSION":
-            return value.strip()
-    raise LookupError(".ci/versions.env sets no KIMI_CODE_VERSION")
+    return ci_version("KIMI_CODE_VERSION")
 
 
 def _toml_string(value: str) -> str:
