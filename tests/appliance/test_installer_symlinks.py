@@ -125,3 +125,26 @@ def test_a_state_dir_the_claude_user_made_a_symlink_fails_the_host(
         victim = home.run("stat", "-c", "%u %a", "/etc/kael-victim").stdout.decode().split()
         assert victim == ["0", "755"], victim
         assert home.run("find", "/etc/kael-victim", "-mindepth", "1").stdout == b""
+
+
+def test_purging_a_state_dir_never_deletes_through_the_users_links(
+        tmp_path: Path, appliance: engine.Instance) -> None:
+    """Uninstall with kael_purge_state, the state dir in the Claude user's home: the user made
+    the directory it is in a symlink to a directory of root's holding one of the same name; the
+    purge runs as the user, who may not delete it, so root's directory stays whole."""
+    claude, _, config_path = claude_instance(tmp_path, appliance.name, "http://127.0.0.1:9")
+    state = claude.home / "kael" / "state"
+    item = _item(appliance.name, claude, config_path, state)
+    with sudo_household(tmp_path, appliance, find_claude_binary(), installed=()) as home:
+        code, out = _install(tmp_path, home, item)
+        assert code == 0, out[-4000:]
+        assert state.is_dir() and state.stat().st_uid == UID
+        victim = "/etc/kael-victim/state"
+        assert home.run("install", "-d", "-m", "0755", victim).returncode == 0
+        assert home.run("touch", f"{victim}/keep").returncode == 0
+        for argv in (["mv", str(state.parent), f"{state.parent}.old"],
+                     ["ln", "-s", "/etc/kael-victim", str(state.parent)]):
+            assert home.as_claude(*argv).returncode == 0, argv
+        done = _playbook(tmp_path, home, item, "absent", PLAY, kael_appliance_enabled=False,
+                         kael_appliance_state="absent", kael_purge_state=True)
+        assert home.run("test", "-f", f"{victim}/keep").returncode == 0, done.stdout[-4000:]
