@@ -169,7 +169,9 @@ def test_the_appliance_image_holds_no_node_and_no_kimi(dock: docker.DockerClient
     assert advisor.labels["io.kael-thread-rebuild.role"] == "advisor"
     # Built on the appliance's layers, which it shares: the pinned CLI and its Node come on top.
     layers = appliance.attrs["RootFS"]["Layers"]
-    assert advisor.attrs["RootFS"]["Layers"][:len(layers)] == layers
+    assert advisor.attrs["RootFS"]["Layers"][:len(layers)] == layers, (
+        f"{advisor_image} was not built from {appliance_image}: image/build.sh builds both "
+        f"(or name a pair with KAEL_APPLIANCE_IMAGE and {ADVISOR_IMAGE_ENV})")
 
 
 def test_the_command_makes_missing_sources_as_the_caller(tmp_path: Path) -> None:
