@@ -34,9 +34,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_appliance import cold_start, python_floor  # noqa: E402
+from tests.appliance import engine
 
-from tests.appliance import engine  # noqa: E402
+from bench_appliance import cold_start, python_floor
 
 MAX_HOOK = 0.050
 MAX_COLD_START = 1.0
