@@ -173,3 +173,14 @@ def test_a_failing_provider_fails_kimi_fast(api: StandinOpenAI, kimi: KimiEnv) -
     assert [line.get("type") for line in result.lines] == ["system.version",
                                                            "turn.step.retrying"]
     assert "500 stand-in scripted failure" in result.stderr
+
+
+@needs_kimi
+def test_a_dropped_connection_is_retried_by_kimi(api: StandinOpenAI, kimi: KimiEnv) -> None:
+    api.queue(Reply(drop_connection=True), Reply("answered on the second try"))
+    result = run_kimi(kimi, "are you there?")
+    assert result.returncode == 0, result.stderr
+    assert result.answer == "answered on the second try"
+    [retry] = [line for line in result.lines if line.get("type") == "turn.step.retrying"]
+    assert retry["failed_attempt"] == 1
+    assert len(api.chat_bodies()) == 2
