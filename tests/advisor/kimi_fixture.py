@@ -1,5 +1,6 @@
 """The real Kimi Code CLI for the advisor's tests: a state of its own against the loopback
-provider stand-in, and the environment that points the advisor (runner, server) at both."""
+provider stand-in, the environment that points the advisor (runner, server) at both, and a Glob
+and a Grep for the stand-in model to ask for."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.kimi_env import KimiEnv, find_kimi_binary, kimi_available, make_kimi_env
-from tests.support.standin_openai import StandinOpenAI
+from tests.support.standin_openai import StandinOpenAI, ToolCall
 
 needs_kimi = pytest.mark.skipif(not kimi_available(), reason="the Kimi Code CLI is not "
                                 "installed (.ci/setup installs it under .tools/)")
@@ -39,3 +40,21 @@ def advised(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Advised
         for key, value in found.env().items():
             monkeypatch.setenv(key, value)
         yield found
+
+
+def project_searches(project: Path) -> list[ToolCall]:
+    """Writes a Python file that holds the word and a text file that does not into PROJECT; the
+    tool calls of a Glob for Python files and a Grep for the word. Kimi runs both with ripgrep."""
+    (project / "src").mkdir()
+    (project / "src" / "plum.py").write_text("WORD = 'PLUM'\n")
+    (project / "notes.txt").write_text("nothing to see\n")
+    return [ToolCall("Glob", {"pattern": "**/*.py"}),
+            ToolCall("Grep", {"pattern": "WORD =", "output_mode": "content"})]
+
+
+def assert_searches_found(results: list[str]) -> None:
+    """RESULTS, the tool messages after :func:`project_searches`, found the file and the line."""
+    assert len(results) == 2, results
+    globbed, grepped = results
+    assert "src/plum.py" in globbed and "notes.txt" not in globbed, globbed
+    assert "plum.py" in grepped and "WORD = 'PLUM'" in grepped, grepped

@@ -16,7 +16,13 @@ from kael_advisor.modes import with_mode
 from kael_advisor.service import seeded
 from kael_advisor.tools import MAX_GOAL, MAX_MESSAGE
 from tests.advisor.advisor_env import running_in
-from tests.advisor.kimi_fixture import Advised, advised, needs_kimi
+from tests.advisor.kimi_fixture import (
+    Advised,
+    advised,
+    assert_searches_found,
+    needs_kimi,
+    project_searches,
+)
 from tests.support.kimi_env import run_kimi
 from tests.support.standin_openai import Reply, ToolCall, message_texts, system_text, user_prompts
 
@@ -107,6 +113,18 @@ def test_control_without_our_agent_the_same_write_happens(advised: Advised) -> N
     run_kimi(advised.kimi, "write a file")
 
     assert (advised.project / "by-bash").exists()
+
+
+@needs_kimi
+def test_glob_and_grep_the_model_asks_for_find_the_project_files(advised: Advised) -> None:
+    """Kimi's Glob and Grep run ripgrep (`rg` on the PATH): without it they fail offline."""
+    advised.api.queue(Reply("Let me look.", tool_calls=project_searches(advised.project)),
+                      Reply("Found it in src/plum.py."))
+
+    outcome = runner.run(advised.project, "where is the word?", None)
+
+    assert_searches_found(message_texts(advised.api.chat_bodies()[-1], "tool"))
+    assert outcome.transcript.failed_tools == 0
 
 
 def _fake_kimi(tmp_path: Path, body: str) -> Path:
