@@ -2,8 +2,9 @@
 # The advisor's image `kael-advisor:<version>` and `:latest`: the appliance image that
 # image/build.sh has just built (its Python, its venv with the project's wheel, which holds the
 # advisor's package too) plus the pinned Kimi Code CLI and the Node it needs, copied from
-# .tools/kimi-code (.ci/install-kimi-code puts them there from npm). The build needs no network;
-# the appliance image does not change.
+# .tools/kimi-code (.ci/install-kimi-code puts them there from npm), and Debian's ripgrep package
+# from .tools/ripgrep (.ci/install-ripgrep). The build needs no network; the appliance image does
+# not change.
 #
 #   image/advisor/build.sh APPLIANCE_IMAGE        # image/build.sh calls it
 #
@@ -17,6 +18,10 @@ appliance=${1:?usage: image/advisor/build.sh APPLIANCE_IMAGE}
 . .ci/versions.env
 
 [ -x .tools/kimi-code/bin/kimi ] || .ci/install-kimi-code
+# ripgrep for Kimi's Glob and Grep: Debian's package, which the Containerfile installs with dpkg.
+compgen -G ".tools/ripgrep/ripgrep_*.deb" >/dev/null || .ci/install-ripgrep
+debs=(.tools/ripgrep/ripgrep_*.deb)
+cp "${debs[-1]}" image/advisor/ripgrep.deb
 # What the advisor never runs stays out: Node's headers and docs, the pty and clipboard add-ons
 # (its agent has no shell), the web UI, other platforms' native modules.
 excludes=(

@@ -24,9 +24,17 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp_types import TextContent
 
+from tests.advisor.kimi_fixture import assert_searches_found, project_searches
 from tests.appliance import engine
 from tests.support.kimi_env import kimi_config_toml
-from tests.support.standin_openai import Reply, StandinOpenAI, ToolCall, tool_messages, user_prompts
+from tests.support.standin_openai import (
+    Reply,
+    StandinOpenAI,
+    ToolCall,
+    message_texts,
+    tool_messages,
+    user_prompts,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 MCP_COMMAND = REPO / "image" / "advisor" / "mcp-command.sh"
@@ -111,22 +119,16 @@ def _text(result: Any) -> str:
     return "".join(c.text for c in result.content if isinstance(c, TextContent))
 
 
-def test_the_image_consults_kimi_as_the_given_uid_and_cannot_write_the_project(
-        advisor_image: str, place: Place, api: StandinOpenAI) -> None:
-    pwned = place.project / "written-by-the-advisor.txt"
-    api.queue(Reply("let me fix it myself", tool_calls=[
-                  ToolCall("Write", {"path": str(pwned), "content": "x"}),
-                  ToolCall("Bash", {"command": f"touch {pwned}"})]),
-              Reply("verdict: the plan is sound"))
-    command = place.command(advisor_image)
-
+def _consult(command: list[str], message: str) -> tuple[Any, set[str], str, str]:
+    """Opens the server of COMMAND as Claude Code does, consults it in review mode and polls
+    until the answer: the opening, the tool names, the start and the answer."""
     async def session() -> tuple[Any, set[str], str, str]:
         params = StdioServerParameters(command=command[0], args=command[1:])
         async with stdio_client(params) as (read, write), ClientSession(read, write) as client:
             init = await client.initialize()
             tools = {tool.name for tool in (await client.list_tools()).tools}
             started = _text(await client.call_tool(
-                "advisor_consult", {"message": "Is the plan sound?", "mode": "review"}))
+                "advisor_consult", {"message": message, "mode": "review"}))
             match = re.search(r"#(\S+)", started)
             assert match, started
             deadline = time.monotonic() + 60
@@ -136,7 +138,17 @@ def test_the_image_consults_kimi_as_the_given_uid_and_cannot_write_the_project(
                     return init, tools, started, answer
                 await anyio.sleep(0.2)
 
-    init, tools, started, answer = anyio.run(session)
+    return anyio.run(session)
+
+
+def test_the_image_consults_kimi_as_the_given_uid_and_cannot_write_the_project(
+        advisor_image: str, place: Place, api: StandinOpenAI) -> None:
+    pwned = place.project / "written-by-the-advisor.txt"
+    api.queue(Reply("let me fix it myself", tool_calls=[
+                  ToolCall("Write", {"path": str(pwned), "content": "x"}),
+                  ToolCall("Bash", {"command": f"touch {pwned}"})]),
+              Reply("verdict: the plan is sound"))
+    init, tools, started, answer = _consult(place.command(advisor_image), "Is the plan sound?")
     assert init.server_info.name == "advisor-mcp"
     assert tools == FIVE
     assert started.startswith("⏳ consultation started"), started
@@ -157,11 +169,26 @@ def test_the_image_consults_kimi_as_the_given_uid_and_cannot_write_the_project(
     assert place.claude_session in table.read_text()
 
 
+def test_glob_and_grep_in_the_image_find_the_project_files(advisor_image: str, place: Place,
+                                                           api: StandinOpenAI) -> None:
+    """The image's rg (Debian's ripgrep) runs Kimi's Glob and Grep; without it both fail, as
+    Kimi's download of an rg does not succeed from the container."""
+    api.queue(Reply("Let me look.", tool_calls=project_searches(place.project)),
+              Reply("verdict: found it in src/plum.py"))
+
+    *_, answer = _consult(place.command(advisor_image), "Where is the word?")
+
+    assert "verdict: found it" in answer, answer
+    assert_searches_found(message_texts(api.chat_bodies()[-1], "tool"))
+
+
 def test_the_appliance_image_holds_no_node_and_no_kimi(dock: docker.DockerClient,
                                                       appliance_image: str,
                                                       advisor_image: str) -> None:
-    """The rebuild's image does not grow: the Kimi Code CLI and its Node are the advisor's."""
-    probe = "test ! -e /opt/kimi-code && ! command -v node && ! command -v kimi && echo clean"
+    """The rebuild's image does not grow: the Kimi Code CLI, its Node and ripgrep are the
+    advisor's."""
+    probe = ("test ! -e /opt/kimi-code && ! command -v node && ! command -v kimi"
+             " && ! command -v rg && echo clean")
     out = dock.containers.run(appliance_image, ["-c", probe], entrypoint="sh", remove=True)
     assert out.decode().strip() == "clean"
     advisor = dock.images.get(advisor_image)
