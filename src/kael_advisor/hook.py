@@ -4,7 +4,7 @@ Code conversation a window is in, so the MCP server can bind "this conversation"
 It reads the event on stdin and writes `{session_id, cwd, written_at}` atomically to one small
 file per window (`places.window_file`). It runs on every prompt, so it uses the standard library
 only, prints nothing (a hook's stdout would reach the model) and never fails the prompt: any
-error ends it with exit 0 and one line in `hook.log` beside the windows' files.
+error ends it with exit 0 and one line in `hook-errors.log` beside the windows' files.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ KIMI_HOME_ENV = "KIMI_CODE_HOME"
 CLAUDE_CONFIG_ENV = "CLAUDE_CONFIG_DIR"
 
 SESSIONS_FOLDER = "kael-advisor-sessions"
-HOOK_LOG = "hook.log"
+HOOK_LOG = "hook-errors.log"
 DEFAULT_IDLE_SECONDS = 30.0
 
 AGENT_DIR = ".agent"
