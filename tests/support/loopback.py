@@ -4,12 +4,13 @@ advisor's Kimi Code CLI)."""
 
 from __future__ import annotations
 
+import json
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 
-__all__ = ["LoopbackServer", "QuietServer"]
+__all__ = ["LoopbackHandler", "LoopbackServer", "QuietServer"]
 
 
 class QuietServer(ThreadingHTTPServer):
@@ -24,6 +25,46 @@ class QuietServer(ThreadingHTTPServer):
         if isinstance(sys.exc_info()[1], ConnectionError):
             return
         super().handle_error(request, client_address)
+
+
+class LoopbackHandler(BaseHTTPRequestHandler):
+    """What both stand-ins' handlers do alike: keep-alive, no logging, a JSON body read leniently
+    (``None`` when empty or not JSON), and whole answers with a content length."""
+
+    protocol_version = "HTTP/1.1"
+    server: QuietServer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+    def extra_headers(self) -> dict[str, str]:
+        """Headers the provider adds to every answer."""
+        return {}
+
+    def _send(self, status: int, content_type: str, data: bytes) -> None:
+        self.send_response(status)
+        self.send_header("content-type", content_type)
+        if content_type.startswith("text/event-stream"):
+            self.send_header("cache-control", "no-cache")
+        self.send_header("content-length", str(len(data)))
+        for name, value in self.extra_headers().items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _send_json(self, status: int, payload: Any) -> None:
+        self._send(status, "application/json", json.dumps(payload, ensure_ascii=False).encode())
+
+    def _send_stream(self, data: bytes) -> None:
+        self._send(200, "text/event-stream; charset=utf-8", data)
+
+    def _read_body(self) -> Any:
+        length = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            return json.loads(raw) if raw else None
+        except ValueError:
+            return None
 
 
 class LoopbackServer:

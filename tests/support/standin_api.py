@@ -27,10 +27,9 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler
 from typing import Any, Literal
 
-from .loopback import LoopbackServer, QuietServer
+from .loopback import LoopbackHandler, LoopbackServer
 
 __all__ = [
     "Block",
@@ -337,31 +336,9 @@ def _message_json(reply: Reply, model: str, message_id: str) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------- server
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server: QuietServer
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return
-
-    def _send_json(self, status: int, payload: Any) -> None:
-        data = json.dumps(payload, ensure_ascii=False).encode()
-        self.send_response(status)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        self.send_header("request-id", f"req_{uuid.uuid4().hex[:20]}")
-        self.end_headers()
-        self.wfile.write(data)
-
-    def _read_body(self) -> Any:
-        length = int(self.headers.get("content-length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        if not raw:
-            return None
-        try:
-            return json.loads(raw)
-        except ValueError:
-            return None
+class _Handler(LoopbackHandler):
+    def extra_headers(self) -> dict[str, str]:
+        return {"request-id": f"req_{uuid.uuid4().hex[:20]}"}
 
     def do_GET(self) -> None:
         self.server.api._record("GET", self.path, None)
@@ -432,13 +409,7 @@ class _Handler(BaseHTTPRequestHandler):
             f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
             for name, data in sse_events(reply, model, message_id)
         ).encode()
-        self.send_response(200)
-        self.send_header("content-type", "text/event-stream; charset=utf-8")
-        self.send_header("cache-control", "no-cache")
-        self.send_header("content-length", str(len(stream)))
-        self.send_header("request-id", f"req_{uuid.uuid4().hex[:20]}")
-        self.end_headers()
-        self.wfile.write(stream)
+        self._send_stream(stream)
 
 
 class StandinAPI(LoopbackServer):

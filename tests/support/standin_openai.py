@@ -32,10 +32,9 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler
 from typing import Any, Self
 
-from .loopback import LoopbackServer, QuietServer
+from .loopback import LoopbackHandler, LoopbackServer
 
 __all__ = [
     "MODEL",
@@ -213,29 +212,7 @@ def _error(message: str, kind: str = "api_error") -> dict[str, Any]:
 # ------------------------------------------------------------------------------------- server
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server: QuietServer
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return
-
-    def _send_json(self, status: int, payload: Any) -> None:
-        data = json.dumps(payload, ensure_ascii=False).encode()
-        self.send_response(status)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def _read_body(self) -> Any:
-        length = int(self.headers.get("content-length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        try:
-            return json.loads(raw) if raw else None
-        except ValueError:
-            return None
-
+class _Handler(LoopbackHandler):
     def _record(self, body: Any) -> None:
         self.server.api._record(self.command, self.path, dict(self.headers.items()), body)
 
@@ -281,13 +258,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         stream = "".join(f"data: {json.dumps(c, ensure_ascii=False)}\n\n"
                          for c in sse_chunks(reply, model, body)) + "data: [DONE]\n\n"
-        data = stream.encode()
-        self.send_response(200)
-        self.send_header("content-type", "text/event-stream; charset=utf-8")
-        self.send_header("cache-control", "no-cache")
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        self._send_stream(stream.encode())
 
 
 class StandinOpenAI(LoopbackServer):
