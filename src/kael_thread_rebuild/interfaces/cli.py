@@ -1,7 +1,8 @@
 """The `kael-thread-rebuild` command line: one subcommand per action of the table (`actions`).
 
 The table is imported when the parser is built, not at the top: `hook-stop` and `prestart`
-must not wait for it.
+must not wait for it, and `--help`, `COMMAND --help` and `--version` never import it (they are
+answered from the subcommands' snapshot, `cli_spec`).
 """
 
 from __future__ import annotations
@@ -9,12 +10,11 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from pathlib import Path
-from types import NoneType
-from typing import TYPE_CHECKING, Any, get_args
+from typing import TYPE_CHECKING, Any
 
 from .. import __version__
 from ..state_layout import CONFIG_ENV
+from .cli_spec import CommandSpec, argparse_options, command_spec, snapshot
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -22,39 +22,32 @@ if TYPE_CHECKING:
     from .action_model import Action
 
 PROG = "kael-thread-rebuild"
+HELP_WORDS = frozenset({"-h", "--help", "--version"})
 EXIT_CODES = "exit codes: 0 ok, 1 refused or failed (with the reason), 2 usage or config error"
 
 
-def _option_type(annotation: Any) -> Any:
-    """What argparse converts an option's text with: the field's type (without `| None`)."""
-    kinds = [kind for kind in get_args(annotation) if kind is not NoneType] or [annotation]
-    return kinds[0] if kinds[0] in (int, float, Path) else None
-
-
-def add_action(commands: argparse._SubParsersAction[argparse.ArgumentParser],
-               parent: argparse.ArgumentParser, action: Action[Any, Any]) -> None:
-    """ACTION's subcommand: an option per input field, spelled as its `Cli` says."""
-    command = commands.add_parser(action.name, parents=[parent], help=action.summary,
-                                  description=action.description)
-    for name, field, cli in action.fields():
-        flag = cli.flag or "--" + name.replace("_", "-")
-        spelling: dict[str, Any] = {"dest": name, "help": cli.help}
-        if cli.metavar is not None:
-            spelling["metavar"] = cli.metavar
-        if field.annotation is bool:
-            command.add_argument(flag, action="store_true", **spelling)
-            continue
-        if field.is_required():
-            spelling["required"] = True
-        else:
-            spelling["default"] = field.default
-        command.add_argument(flag, type=_option_type(field.annotation), **spelling)
+def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser],
+                parent: argparse.ArgumentParser, spec: CommandSpec,
+                action: Action[Any, Any] | None) -> None:
+    """The subcommand SPEC describes; ACTION is what it runs (None: it only shows help)."""
+    command = commands.add_parser(spec["name"], parents=[parent], help=spec["summary"],
+                                  description=spec["description"])
+    for option in spec["options"]:
+        command.add_argument(option["flag"], **argparse_options(option))
     command.set_defaults(action=action)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from .actions import ACTIONS
+def build_parser(*, for_help: bool = False) -> argparse.ArgumentParser:
+    """The whole command line, from the action table; FOR_HELP: from its snapshot, without
+    importing the engine (the parser then only shows help, its version and usage errors)."""
+    actions: dict[str, Action[Any, Any]] = {}
+    if for_help:
+        specs = snapshot()
+    else:
+        from .actions import ACTIONS
 
+        actions = {action.name: action for action in ACTIONS}
+        specs = [command_spec(action) for action in ACTIONS]
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--config", metavar="PATH", default=argparse.SUPPRESS,
                         help=f"the instance's TOML config (default: ${CONFIG_ENV})")
@@ -67,8 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EXIT_CODES)
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for action in ACTIONS:
-        add_action(commands, common, action)
+    for spec in specs:
+        add_command(commands, common, spec, actions.get(spec["name"]))
     return parser
 
 
@@ -87,10 +80,15 @@ def invoke(action: Action[Any, Any], config: Config, args: argparse.Namespace,
 
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
-    if "hook-stop" in words and not {"-h", "--help"} & set(words):
+    asks_help = bool(HELP_WORDS & set(words))
+    if "hook-stop" in words and not asks_help:
         from .hook import run
 
         return run(words)
+    if asks_help:
+        # Help, the version or a usage error end here (argparse exits); should the parse ever
+        # return, the engine's own parser takes the words as usual.
+        build_parser(for_help=True).parse_args(words)
     from .prestart import prestart
 
     started = prestart(words)
