@@ -14,8 +14,10 @@ Each child's wall time is measured around its whole life (start-up included) and
 is taken from its own rusage (os.wait4), not from this process; the plan's whole process tree is
 also sampled in one extra run. Times are the best of the runs; peak RSS is the highest of the
 runs. Targets (issue 11): plan/floor time ratio <= 1.0 and plan tree peak < 100 MiB (both
-adjustable). Exit status: 0 when every target passes (or with --floor-only),
-1 when one fails, 2 on a usage error.
+adjustable); issue 26: `kael-thread-rebuild --help` and `dirty` on the one-turn transcript
+within 0.15 s each (their best of --repeat runs, measured after the plan's start-up run).
+Exit status: 0 when every target passes (or with --floor-only), 1 when one fails, 2 on a usage
+error.
 
 Usage: .venv/bin/python benchmarks/bench_plan.py [--sizes 200,1024] [--repeat 3] [--json OUT]
 """
@@ -335,6 +337,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="target: plan peak memory (process tree) in MiB (strictly below)",
     )
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per child run")
+    parser.add_argument("--max-startup-s", type=float, default=0.15,
+                        help="target: `--help` and `dirty` on a one-turn transcript, seconds")
     args = parser.parse_args(argv)
     try:
         args.size_list = [float(s) for s in args.sizes.split(",") if s.strip()]
@@ -409,6 +413,28 @@ class Bench:
             plan.tree_pss = tree_peak_pss(plan_argv, self.timeout)
         return floor, digest, plan, summary
 
+    def startup(self, tiny: Path) -> dict[str, Series]:
+        """`--help` and `dirty` on the one-turn transcript TINY, REPEAT times each (a
+        command's start-up is nearly all it costs there)."""
+        commands = {
+            "help": [*self.cli, "--help"],
+            "dirty": [*self.cli, "--config", str(self.config), "dirty", "--transcript",
+                      str(tiny), "--json"],
+        }
+        out, err = self.work / "stdout", self.work / "stderr"
+        measured: dict[str, Series] = {}
+        for name, argv in commands.items():
+            series = measured[name] = Series()
+            for _ in range(self.repeat):
+                self.forget_scans()
+                run = run_measured(argv, out, err, self.timeout)
+                series.runs.append(run)
+                if run.returncode != 0:
+                    series.error = f"exit {run.returncode}: {tail(err)}"
+            print(f"[start-up] {name}: " + " ".join(f"{r.wall_s:.3f} s" for r in series.runs),
+                  flush=True)
+        return measured
+
     def forget_scans(self) -> None:
         """Every plan here reads the whole file (and writes the state dir's scan cache, as a
         first call does): bench_dirty.py measures a plan taken up from the cache."""
@@ -437,6 +463,12 @@ def main(argv: list[str] | None = None) -> int:
         tiny, _ = ensure_transcript(data_dir, 0.01, args.seed, args.snapshot_policy)
         floor, _, plan, _ = bench.measure(tiny, "start-up")
         startup = {"floor": floor.as_dict(), "plan": None if args.floor_only else plan.as_dict()}
+        if not args.floor_only:
+            for name, series in bench.startup(tiny).items():
+                best = series.best_s
+                startup[name] = series.as_dict()
+                startup[name]["pass"] = best is not None and best <= args.max_startup_s
+                failed = failed or not startup[name]["pass"]
         for size in args.size_list:
             path, stats = ensure_transcript(data_dir, size, args.seed, args.snapshot_policy)
             size_bytes = path.stat().st_size
@@ -483,6 +515,10 @@ def main(argv: list[str] | None = None) -> int:
             f"start-up alone (one-turn transcript): floor {fmt(startup['floor']['best_s'], 3)} s, "
             f"plan {fmt(plan_start, 3)} s (included in the figures above)"
         )
+        for name, label in (("help", "--help"), ("dirty", "dirty (one-turn transcript)")):
+            if name in startup:
+                print(f"start-up target: {label} {fmt(startup[name]['best_s'], 3)} s, "
+                      f"<= {args.max_startup_s:g} s {verdict(startup[name]['pass'])}")
     for row in results:
         for name in ("floor", "sha256", "plan"):
             if row[name] and row[name]["error"]:
@@ -507,7 +543,8 @@ def main(argv: list[str] | None = None) -> int:
             "seed": args.seed,
             "snapshot_policy": args.snapshot_policy,
             "floor_only": args.floor_only,
-            "targets": {"max_ratio": args.max_ratio, "max_plan_rss_mib": args.max_rss_mb},
+            "targets": {"max_ratio": args.max_ratio, "max_plan_rss_mib": args.max_rss_mb,
+                        "max_startup_s": args.max_startup_s},
             "startup": startup,
             "results": results,
         }
