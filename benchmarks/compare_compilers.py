@@ -1,0 +1,202 @@
+"""Which compiler for a scanner that measures payloads without decoding them (issue 26): mypyc
+or Cython, chosen by measurement.
+
+The kernel is the inner loop such a scanner runs over every byte of a line: the UTF-8 size of
+every string (escapes, `\\u` escapes and surrogate pairs decoded, a lone surrogate as three
+bytes, as the engine measures text), each string's UTF-8 checked, no object built
+(`kernels/scan_kernel.py`). It is built, in a temporary directory, three ways:
+
+- mypyc: `scan_kernel.py` as it is (its integers typed `i64`), the same file that runs
+  interpreted where no compiler is;
+- Cython, typed: `kernels/scan_kernel.pyx`, the same loop with C integers and a pointer;
+- Cython on `scan_kernel.py` unchanged (what one source for both would give Cython);
+
+and run, with the interpreted kernel, on every line of one transcript held in memory, beside
+orjson's parse of every line (the floor of bench_plan.py). Every kernel's sizes must equal the
+engine's own (`loads_line`, then `text_bytes` of every key and string) on each line the engine
+reads, or the kernel is reported as differing and the script exits 1. CPU seconds, least of
+`--repeat` runs; the interpreted kernel runs on a share of the lines and is scaled up. A
+compiler that is not installed is reported and left out.
+
+    .venv/bin/python benchmarks/compare_compilers.py --size-mb 200 --cache-dir DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import orjson
+
+from bench_plan import MIB, ensure_transcript
+from kael_thread_rebuild.transcript.json_text import loads_line, text_bytes
+
+HERE = Path(__file__).resolve().parent
+KERNEL = HERE / "kernels" / "scan_kernel.py"
+TYPED_CYTHON = HERE / "kernels" / "scan_kernel.pyx"
+Kernel = Callable[[bytes], int]
+
+
+@dataclass
+class Built:
+    name: str
+    kernel: Kernel | None
+    build_s: float = 0.0
+    size_kib: float = 0.0
+    why_not: str = ""
+
+
+def string_sizes(value: Any) -> Iterator[int]:
+    """The engine's UTF-8 size of every key and string in VALUE."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            yield len(text_bytes(item))
+        elif isinstance(item, dict):
+            yield from (len(text_bytes(key)) for key in item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
+def reference(line: bytes) -> int | None:
+    """The kernel's answer as the engine finds it; None for a line the engine does not read."""
+    try:
+        return sum(string_sizes(loads_line(line)))
+    except ValueError:
+        return None
+
+
+def _load(path: Path, name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _build(name: str, source: Path, command: list[str], work: Path) -> Built:
+    """Build SOURCE (copied into WORK as module NAME) with COMMAND, then import it."""
+    target = work / (name + source.suffix)
+    shutil.copyfile(source, target)
+    started = time.perf_counter()
+    done = subprocess.run([*command, target.name], cwd=work, capture_output=True, text=True,
+                          check=False)
+    seconds = time.perf_counter() - started
+    built = sorted(work.glob(f"{name}.*.so"))
+    if done.returncode != 0 or not built:
+        return Built(name, None, why_not=(done.stderr or done.stdout).strip()[-300:])
+    kernel: Kernel = _load(built[0], name).string_bytes
+    return Built(name, kernel, seconds, built[0].stat().st_size / 1024)
+
+
+CYTHONIZE = [sys.executable, "-c",
+             "import sys; from setuptools import setup; from Cython.Build import cythonize; "
+             "setup(ext_modules=cythonize(sys.argv[1], quiet=True, compiler_directives="
+             "{'language_level': 3}), script_args=['build_ext', '--inplace'])"]
+
+
+def build_all(work: Path) -> list[Built]:
+    kernels = [Built("interpreted", _load(KERNEL, "scan_kernel_interpreted").string_bytes)]
+    if importlib.util.find_spec("mypyc") is None:
+        kernels.append(Built("mypyc", None, why_not="mypyc is not installed"))
+    else:
+        kernels.append(_build("kernel_mypyc", KERNEL, [sys.executable, "-m", "mypyc"], work))
+    if importlib.util.find_spec("Cython") is None:
+        kernels.append(Built("cython", None, why_not="Cython is not installed"))
+    else:
+        kernels.append(_build("kernel_cython_typed", TYPED_CYTHON, CYTHONIZE, work))
+        kernels.append(_build("kernel_cython_untyped", KERNEL, CYTHONIZE, work))
+    return kernels
+
+
+def disagreements(kernel: Kernel, lines: list[bytes], expected: list[int | None]) -> int:
+    return sum(1 for line, want in zip(lines, expected, strict=True)
+               if want is not None and kernel(line) != want)
+
+
+def cpu_seconds(run: Callable[[bytes], object], lines: list[bytes], repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        started = time.process_time()
+        for line in lines:
+            run(line)
+        best = min(best, time.process_time() - started)
+    return best
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--transcript", type=Path, help="an existing transcript")
+    source.add_argument("--size-mb", type=float, default=200.0, help="generate this size")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--cache-dir", type=Path, help="generate into (and reuse from) DIR")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per kernel (least is kept)")
+    parser.add_argument("--interpreted-share", type=float, default=0.02,
+                        help="share of the lines the interpreted kernel runs on (scaled up)")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    work = Path(tempfile.mkdtemp(prefix="ktr-compilers-"))
+    try:
+        path = args.transcript
+        if path is None:
+            data_dir = args.cache_dir or work
+            data_dir.mkdir(parents=True, exist_ok=True)
+            path, _ = ensure_transcript(data_dir, args.size_mb, args.seed, "first-turn")
+        lines = path.read_bytes().splitlines(keepends=True)
+        expected = [reference(line) for line in lines]
+        kernels = build_all(work)
+        floor = cpu_seconds(_floor, lines, args.repeat)
+        print(f"{path.stat().st_size / MIB:.1f} MiB, {len(lines)} lines "
+              f"({expected.count(None)} the engine does not read), CPU seconds, least of "
+              f"{args.repeat}; load average {os.getloadavg()[0]:.1f}")
+        print(f"  {'orjson floor':24s} {floor:8.3f}  1.00")
+        differs = False
+        for built in kernels:
+            if built.kernel is None:
+                print(f"  {built.name:24s} left out: {built.why_not}")
+                continue
+            wrong = disagreements(built.kernel, lines, expected)
+            differs = differs or bool(wrong)
+            share = lines
+            if built.name == "interpreted":
+                share = lines[: max(1, int(len(lines) * args.interpreted_share))]
+            seconds = cpu_seconds(built.kernel, share, args.repeat) * len(lines) / len(share)
+            note = f"DIFFERS on {wrong} lines" if wrong else "same sizes"
+            if built.build_s:
+                note += f"; built in {built.build_s:.1f} s, {built.size_kib:.0f} KiB"
+            if share is not lines:
+                note += f"; scaled from {len(share)} lines"
+            print(f"  {built.name:24s} {seconds:8.3f}  {seconds / floor:.2f}  {note}")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 1 if differs else 0
+
+
+def _floor(line: bytes) -> object:
+    """orjson's parse of LINE (None for a line it refuses)."""
+    try:
+        return orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+
+
+if __name__ == "__main__":
+    sys.exit(main())
