@@ -44,7 +44,7 @@ context="$work/household-context"
 rm -rf "$context" && mkdir -p "$context/support" "$context/npm"
 cp -a molecule/images/household/. "$context/"
 cp tests/support/__init__.py tests/support/standin_api.py tests/support/claude_env.py \
-  tests/support/fidelity.py "$context/support/"
+  tests/support/fidelity.py tests/support/loopback.py "$context/support/"
 ln "$packed"/*.tgz "$context/npm/" 2>/dev/null || cp "$packed"/*.tgz "$context/npm/"
 
 t=$(date +%s)
