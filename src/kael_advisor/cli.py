@@ -58,6 +58,7 @@ def _tasks(project: Path, as_json: bool) -> int:
 
 def _pieces(as_json: bool, what: str) -> int:
     from . import pieces
+    from .places import claude_config_dir
 
     if what == "docs-table":
         print(pieces.docs_table(), end="")
@@ -66,10 +67,12 @@ def _pieces(as_json: bool, what: str) -> int:
                          {"settings": pieces.settings(), "mcp_add": pieces.mcp_add_line(),
                           "templates": pieces.templates()}, indent=2, ensure_ascii=False))
     else:
-        print("# merge into ~/.claude/settings.json:")
+        config = claude_config_dir()
+        print(f"# merge into {config / 'settings.json'}:")
         print(json.dumps(pieces.settings(), indent=2))
         print("# register the MCP server:")
         print(pieces.mcp_add_line())
+        print("\n".join(pieces.copy_lines(config)))
     return 0
 
 
@@ -86,8 +89,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         sub.add_argument("--project", type=Path, default=Path.cwd(),
                          help="the project (default: the working directory)")
         sub.add_argument("--json", action="store_true", help="print JSON")
-    sub = commands.add_parser("pieces", help="what Claude Code is given: the settings block "
-                              "and the claude mcp add line",
+    sub = commands.add_parser("pieces", help="what Claude Code is given: the settings block, "
+                              "the claude mcp add line and the slash commands",
                               description="What Claude Code is given, written from the tools' "
                               "declaration.")
     sub.add_argument("what", nargs="?", choices=("all", "settings", "docs-table"),

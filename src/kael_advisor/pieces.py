@@ -1,6 +1,7 @@
 """What Claude Code is given to use the advisor, written from the tools' declaration: the
 permission lines, the settings block (permissions, `MCP_TOOL_TIMEOUT`, the prompt hook), the
-`claude mcp add` line, and the docs' table of tools."""
+`claude mcp add` line, the lines that copy the templates (slash commands, CLAUDE.md block) by
+hand, and the docs' table of tools."""
 
 from __future__ import annotations
 
@@ -48,14 +49,33 @@ def mcp_add_line() -> str:
                        program("kael-advisor-mcp")])
 
 
+def templates_dir() -> Path:
+    return Path(str(files("kael_advisor").joinpath("templates")))
+
+
 def templates() -> dict[str, str]:
     """The files the installer merges, by where they go under Claude Code's config directory:
     the marked advisor-discipline block of CLAUDE.md and the slash commands."""
-    root = files("kael_advisor").joinpath("templates")
+    root = templates_dir()
     found = {"CLAUDE.md": root.joinpath("CLAUDE.md").read_text(encoding="utf-8")}
     for command in sorted(root.joinpath("commands").iterdir(), key=lambda entry: entry.name):
         found[f"commands/{command.name}"] = command.read_text(encoding="utf-8")
     return found
+
+
+def copy_lines(config: Path) -> list[str]:
+    """Shell lines that install the templates by hand into Claude Code's config directory
+    CONFIG, each after a comment: the slash commands, then the advisor-discipline block."""
+    root, commands = templates_dir(), config / "commands"
+    slash = ", ".join("/" + Path(name).stem for name in templates() if name.startswith("commands/"))
+    return [
+        f"# optional, the slash commands {slash}:",
+        f"mkdir -p {shlex.quote(str(commands))} && "
+        f"cp {shlex.quote(str(root / 'commands'))}/*.md {shlex.quote(str(commands))}/",
+        "# optional, the advisor's rules for Claude Code in every project (or append them to one"
+        " project's CLAUDE.md):",
+        f"cat {shlex.quote(str(root / 'CLAUDE.md'))} >> {shlex.quote(str(config / 'CLAUDE.md'))}",
+    ]
 
 
 def docs_table() -> str:

@@ -22,14 +22,18 @@ TABLE_NAME = "advisor-tasks.json"
 CONSULTATIONS_FOLDER = "advisor-consultations"
 
 
+def claude_config_dir() -> Path:
+    """Claude Code's config directory: $CLAUDE_CONFIG_DIR, else ~/.claude."""
+    return Path(os.environ.get(CLAUDE_CONFIG_ENV) or str(Path.home() / ".claude")).expanduser()
+
+
 def sessions_dir() -> Path:
     """The hook's directory: $KAEL_ADVISOR_SESSIONS, else a folder of its own in Claude Code's
-    config directory ($CLAUDE_CONFIG_DIR, else ~/.claude)."""
+    config directory."""
     given = os.environ.get(SESSIONS_ENV)
     if given:
         return Path(given).expanduser()
-    claude = os.environ.get(CLAUDE_CONFIG_ENV) or str(Path.home() / ".claude")
-    return Path(claude).expanduser() / SESSIONS_FOLDER
+    return claude_config_dir() / SESSIONS_FOLDER
 
 
 def window_file(cwd: str, session_id: str) -> str:

@@ -8,6 +8,7 @@ import os
 import subprocess
 from pathlib import Path
 
+from kael_advisor import pieces
 from kael_advisor.places import table_path
 from tests.advisor.advisor_env import CLI_BIN, prompt
 from tests.advisor.kimi_fixture import Advised, advised, needs_kimi
@@ -76,3 +77,21 @@ def test_doctor_takes_a_provider_from_the_environment(tmp_path: Path) -> None:
     provider = next(c for c in json.loads(done.stdout) if c["name"] == "provider")
     assert provider["status"] == "ok" and "'m1' from the environment" in provider["detail"]
     assert "sk-secret" not in done.stdout
+
+
+def test_pieces_names_the_config_dir_and_installs_the_slash_commands_by_hand(
+        tmp_path: Path) -> None:
+    """A user without the installer runs the printed lines: the slash commands and the
+    advisor-discipline block land in Claude Code's config directory, the one settings.json
+    is merged into."""
+    config = tmp_path / "claude config"
+    done = _cli("pieces", env={"CLAUDE_CONFIG_DIR": str(config)})
+
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == f"# merge into {config / 'settings.json'}:"
+    shell = "\n".join(line for line in lines[lines.index(pieces.mcp_add_line()) + 1:])
+    subprocess.run(["sh", "-ec", shell], check=True, timeout=30)
+    for name, text in pieces.templates().items():
+        assert (config / name).read_text() == text, name
+    assert "/blueprint" in done.stdout
