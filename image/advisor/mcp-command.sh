@@ -4,12 +4,15 @@
 #
 #   image/advisor/mcp-command.sh [--project DIR] [--sessions DIR] [--kimi-home DIR]
 #                                [--user UID:GID] [--image IMAGE] [--network NET]
-#   mapfile -t mcp < <(image/advisor/mcp-command.sh)
-#   claude mcp add --scope user advisor -- "${mcp[@]}"
+#   cd PROJECT && mapfile -t mcp < <(image/advisor/mcp-command.sh)
+#   claude mcp add -s local advisor-mcp -- "${mcp[@]}"
+# (the line names the project, so register it for the project only; advisor-mcp is the name
+# the permissions of `kael-advisor pieces` expect)
 #
 # Defaults: the project is $PWD; the hook's directory $KAEL_ADVISOR_SESSIONS, else
 # ${CLAUDE_CONFIG_DIR:-~/.claude}/kael-advisor-sessions; the Kimi home $KIMI_CODE_HOME, else
-# ~/.kimi-code; the caller's uid:gid; kael-advisor:latest; Docker's default network.
+# ~/.kimi-code; the caller's uid:gid; kael-advisor:latest; Docker's default network
+# (--network host for a provider on the host's loopback).
 #
 # Mounts, each at its own path (a Kimi session belongs to its directory, a window file names
 # its cwd): the project read-only, its .agent/ read-write (the binding table and the
@@ -34,7 +37,7 @@ while [ $# -gt 0 ]; do
     --user) user="$2"; shift ;;
     --image) image="$2"; shift ;;
     --network) network="$2"; shift ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,/^[^#]/{/^#/p}' "$0"; exit 0 ;;
     *) echo "mcp-command: unknown argument: $1" >&2; exit 2 ;;
   esac
   shift

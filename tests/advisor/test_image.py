@@ -24,6 +24,7 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp_types import TextContent
 
+from kael_advisor import pieces
 from tests.advisor.kimi_fixture import assert_searches_found, project_searches
 from tests.appliance import engine
 from tests.support.kimi_env import kimi_config_toml
@@ -220,6 +221,17 @@ def test_the_command_makes_missing_sources_as_the_caller(tmp_path: Path) -> None
     assert words[words.index("--user") + 1] == f"{os.getuid()}:{os.getgid()}"
     assert {"--read-only", "--init"} <= set(words) and "--network" not in words
     assert words[words.index("--cap-drop") + 1] == "ALL"
+
+
+def test_the_command_help_registers_the_server_the_permissions_name() -> None:
+    """--help shows the registration: per project (the line names the project's path) and as
+    advisor-mcp, the server the settings block's permissions name; and the loopback option."""
+    done = subprocess.run([str(MCP_COMMAND), "--help"], capture_output=True, text=True,
+                          timeout=30, check=True)
+
+    assert f"claude mcp add -s local {pieces.SERVER_NAME} -- " in done.stdout
+    assert "--network host" in done.stdout
+    assert all(line.startswith("#") for line in done.stdout.splitlines()), done.stdout
 
 
 def test_doctor_in_the_image_finds_the_pinned_kimi(advisor_image: str, place: Place) -> None:
