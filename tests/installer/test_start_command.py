@@ -376,10 +376,60 @@ def test_filter_plugin_gives_the_module_answer() -> None:
     assert filters.kael_resume_command(start) == cli.resume_from_argv(start).argv
     assert filters.kael_resume_command("exec claude -c --channels a") == [
         "claude", "--resume", R, "--channels", "a"]
-    lines = ["instance\tx", "state\t/s", "mount\t/p\trw", "optional\t/o\tro", "optional\t/n\tro",
+    lines = ["instance\tx", "state\t/s", "mount\t/p\trw\tuser", "optional\t/o\tro\tuser",
+             "optional\t/n\tro\tuser", "mount\t/run/dbus\trw\troot",
              "env\tXDG_RUNTIME_DIR=/run/user/1"]
-    assert filters.kael_mount_args(lines, ["/o"]) == {
-        "volumes": ["/p:/p:rw", "/o:/o:ro"], "env": {"XDG_RUNTIME_DIR": "/run/user/1"}}
+    assert filters.kael_mount_paths(lines) == ["/p", "/o", "/n", "/run/dbus"]
+    mine, root = {"exists": True, "uid": 7}, {"exists": True, "uid": 0}
+    args = filters.kael_mount_args(lines, [mine, mine, {"exists": False}, root],
+                                   ["/p", "/o", "/n", "/run/dbus"], 7)
+    assert args == {"mounts": [
+        {"type": "bind", "source": "/p", "target": "/p", "read_only": False},
+        {"type": "bind", "source": "/o", "target": "/o", "read_only": True},
+        {"type": "bind", "source": "/run/dbus", "target": "/run/dbus", "read_only": False}],
+        "env": {"XDG_RUNTIME_DIR": "/run/user/1"}, "refused": []}
+    assert filters.kael_bind_args([{"Source": "/p", "Target": "/p", "ReadOnly": False},
+                                   {"Source": "/o", "Target": "/o", "ReadOnly": True}]) == [
+        "--mount=type=bind,source=/p,target=/p", "--mount=type=bind,source=/o,target=/o,readonly"]
+    assert filters.kael_ro_mounts(["/f"]) == ["--mount=type=bind,source=/f,target=/f,readonly"]
+
+
+@pytest.mark.parametrize(("stat", "real", "why"), [
+    ({"exists": False}, "/p", "/p does not exist on this host"),
+    ({"exists": True, "islnk": True, "uid": 7}, "/etc/cron.d",
+     "/p is not its real path (/etc/cron.d): a symlink in a mount is refused"),
+    ({"exists": True, "uid": 7}, "/etc/cron.d/p",
+     "/p is not its real path (/etc/cron.d/p): a symlink in a mount is refused"),
+    ({"exists": True, "uid": 0}, "/p",
+     "/p belongs to uid 0, not to the Claude user (uid 7): refused as a mount"),
+])
+def test_the_filter_refuses_what_lib_sh_refuses(stat: dict[str, object], real: str,
+                                                 why: str) -> None:
+    """A missing source, a symlink (itself or above it) or a source of the wrong owner: one
+    line naming it, as image/lib.sh's kael_mountable says it; an optional symlink counts as
+    there (and is refused), a root path is refused when the user's."""
+    import importlib.util
+
+    from tests.installer.conftest import ROLE
+    spec = importlib.util.spec_from_file_location("kael_filters", ROLE / "filter_plugins" /
+                                                  "kael.py")
+    assert spec is not None and spec.loader is not None
+    filters = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(filters)
+    for kind in ("mount", "optional"):
+        args = filters.kael_mount_args([f"{kind}\t/p\tro\tuser"], [stat], [real], 7)
+        if kind == "optional" and not stat["exists"]:
+            assert args["refused"] == [] and args["mounts"] == []
+        else:
+            assert args["refused"] == [why]
+    root = filters.kael_mount_args(["mount\t/run/dbus\trw\troot"],
+                                   [{"exists": True, "uid": 7}], ["/run/dbus"], 7)
+    assert root["refused"] == [
+        "/run/dbus belongs to uid 7, not to root: refused as a mount"]
+    either = filters.kael_mount_args(["mount\t/c\tro\troot-or-user"],
+                                     [{"exists": True, "uid": 9}], ["/c"], 7)
+    assert either["refused"] == [
+        "/c belongs to uid 9, not to root or the Claude user (uid 7): refused as a mount"]
 
 
 @pytest.mark.parametrize("activation", ["tmux", "pointer", "systemd"])
@@ -405,6 +455,10 @@ def test_the_filter_takes_every_line_the_image_prints(tmp_path: Path, activation
         "resume_pointer_path": str(pointer), "systemd_unit": "claude-DO-NOT-CREATE.service"})
     lines = ["\t".join(line) for line in mounts.facts(config, tmp_path / "c.toml", 1000)]
     assert f"activation\t{activation}" in lines
-    args = filters.kael_mount_args(lines)
-    assert f"{tmp_path}:{tmp_path}:rw" in args["volumes"]
+    paths = filters.kael_mount_paths(lines)
+    args = filters.kael_mount_args(lines, [{"exists": True, "uid": 1000}] * len(paths), paths,
+                                   1000)
+    assert {"type": "bind", "source": str(tmp_path), "target": str(tmp_path),
+            "read_only": False} in args["mounts"]
+    assert [why for why in args["refused"] if "not to root:" not in why] == []
     assert args["env"][CONFIG_ENV] == str(tmp_path / "c.toml")

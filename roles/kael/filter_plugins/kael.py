@@ -42,24 +42,75 @@ def kael_resume_command(start: str | Sequence[str], shell: str = "/bin/sh") -> l
         raise AnsibleFilterError(f"kael_resume_command: {exc}") from None
 
 
-def kael_mount_args(lines: Sequence[str], present: Sequence[str] = ()) -> dict[str, Any]:
-    """`docker run` volumes and environment from the lines of the image's `kael-mounts`:
-    `mount PATH MODE` and `ensure PATH MODE` always (the role creates a missing `ensure` path),
-    `optional PATH MODE` when PATH is in PRESENT, `env NAME=VALUE` (`instance`, `activation` and
-    `state` are facts, not arguments)."""
-    volumes: list[str] = []
+_MOUNTED = ("mount", "ensure", "optional")
+#: Who must own a mount source, per kael-mounts' OWNER column: (uid 0 allowed, the user's allowed).
+_OWNERS = {"user": (False, True), "root": (True, False), "root-or-user": (True, True)}
+
+
+def kael_mount_paths(lines: Sequence[str]) -> list[str]:
+    """The host paths of the `mount`, `ensure` and `optional` lines of the image's `kael-mounts`,
+    in order: what the role looks at (not following a final symlink) and resolves before
+    kael_mount_args."""
+    return [line.split("\t")[1] for line in lines if line.partition("\t")[0] in _MOUNTED]
+
+
+def _refusal(path: str, owner: str, stat: dict[str, Any], real: str, uid: int) -> str | None:
+    """Why PATH may not be bind-mounted for the Claude user UID (image/lib.sh's kael_mountable):
+    it must exist, be its own real path (root's dockerd would follow the user's links anywhere)
+    and belong to OWNER; docker's --mount takes no comma or quote in a path."""
+    if not stat.get("exists"):
+        return f"{path} does not exist on this host"
+    if stat.get("islnk") or real != path:
+        return f"{path} is not its real path ({real}): a symlink in a mount is refused"
+    if "," in path or '"' in path:
+        return f"{path} holds a comma or a quote, which a mount cannot take"
+    root_ok, user_ok = _OWNERS.get(owner, (False, True))
+    have = stat.get("uid")
+    if (root_ok and have == 0) or (user_ok and have == uid):
+        return None
+    whom = " or ".join(name for name, ok in (("root", root_ok),
+                                             (f"the Claude user (uid {uid})", user_ok)) if ok)
+    return f"{path} belongs to uid {have}, not to {whom}: refused as a mount"
+
+
+def kael_mount_args(lines: Sequence[str], stats: Sequence[dict[str, Any]], reals: Sequence[str],
+                    uid: int) -> dict[str, Any]:
+    """docker_container's bind `mounts` and `env` from the lines of the image's `kael-mounts`,
+    and `refused`: why a source may not be mounted, one line each. STATS (ansible's stat, not
+    following a final symlink) and REALS (realpath -m) are those of kael_mount_paths(LINES), in
+    order; UID is the Claude user's. `mount PATH MODE OWNER` and `ensure …` always (the role
+    creates a missing `ensure` path), `optional …` when PATH or a symlink is there, `env
+    NAME=VALUE` (`instance`, `activation` and `state` are facts, not arguments)."""
+    mounts: list[dict[str, Any]] = []
+    refused: list[str] = []
     env: dict[str, str] = {}
+    seen = dict(zip(kael_mount_paths(lines), zip(stats, reals, strict=True), strict=True))
     for line in lines:
         kind, _, rest = line.partition("\t")
         fields = rest.split("\t")
-        if kind in ("mount", "ensure") or (kind == "optional" and fields[0] in present):
-            volumes.append(f"{fields[0]}:{fields[0]}:{fields[1]}")
+        if kind in _MOUNTED:
+            path, mode, owner = [*fields, "user"][:3]
+            stat, real = seen[path]
+            if kind == "optional" and not (stat.get("exists") or stat.get("islnk")):
+                continue
+            why = _refusal(path, owner, stat, real, int(uid))
+            if why:
+                refused.append(why)
+            mounts.append({"type": "bind", "source": path, "target": path,
+                           "read_only": mode == "ro"})
         elif kind == "env":
             name, _, value = fields[0].partition("=")
             env[name] = value
-        elif kind not in ("instance", "activation", "state", "optional"):
+        elif kind not in ("instance", "activation", "state"):
             raise AnsibleFilterError(f"kael_mount_args: unexpected line from kael-mounts: {line!r}")
-    return {"volumes": volumes, "env": env}
+    return {"mounts": mounts, "env": env, "refused": refused}
+
+
+def kael_bind_args(mounts: Sequence[dict[str, Any]]) -> list[str]:
+    """`docker run --mount` arguments for bind mounts as Docker reports them (a container's
+    HostConfig.Mounts: Source, Target, ReadOnly); --mount never creates a missing source."""
+    return [f"--mount=type=bind,source={m['Source']},target={m['Target']}"
+            + (",readonly" if m.get("ReadOnly") else "") for m in mounts]
 
 
 def _doctor_line(check: dict[str, Any]) -> str:
@@ -89,10 +140,10 @@ def kael_doctor_warnings(report: dict[str, Any]) -> list[str]:
     return [_doctor_line(c) for c in checks if c.get("ok") and c.get("warning")]
 
 
-def kael_ro_volumes(paths: Sequence[str]) -> list[str]:
-    """`--volume=P:P:ro` for each path (a regex replacement with back references in the task
-    came out of Ansible's templating as a literal `\\1`)."""
-    return [f"--volume={path}:{path}:ro" for path in paths]
+def kael_ro_mounts(paths: Sequence[str]) -> list[str]:
+    """`--mount=type=bind,source=P,target=P,readonly` for each path (a regex replacement with
+    back references in the task came out of Ansible's templating as a literal `\\1`)."""
+    return kael_bind_args([{"Source": path, "Target": path, "ReadOnly": True} for path in paths])
 
 
 def kael_from_toml(text: str) -> dict[str, Any]:
@@ -112,5 +163,6 @@ class FilterModule:
     def filters(self) -> dict[str, Callable[..., Any]]:
         return {"kael_resume_command": kael_resume_command, "kael_mount_args": kael_mount_args,
                 "kael_doctor_failures": kael_doctor_failures,
-                "kael_doctor_warnings": kael_doctor_warnings, "kael_ro_volumes": kael_ro_volumes,
+                "kael_doctor_warnings": kael_doctor_warnings, "kael_ro_mounts": kael_ro_mounts,
+                "kael_mount_paths": kael_mount_paths, "kael_bind_args": kael_bind_args,
                 "kael_from_toml": kael_from_toml, "kael_roots_alone": kael_roots_alone}

@@ -84,6 +84,13 @@ def test_the_daemon_runs_as_the_claude_user_hardened(host: Any,
         assert "no-new-privileges" in config["SecurityOpt"]
         assert config["NetworkMode"] == "none" and config["Privileged"] is False
         assert not [b for b in config["Binds"] or [] if "docker.sock" in b]
+        # kael_appliance_cpus and kael_appliance_memory (no swap beyond it); bind mounts only:
+        # `volumes` (-v) would have Docker create a missing source as root.
+        assert config["NanoCpus"] == 1_000_000_000, config["NanoCpus"]
+        assert config["Memory"] == config["MemorySwap"] == 2 * 1024**3, config["Memory"]
+        assert not config["Binds"], config["Binds"]
+        assert {m["Type"] for m in config["Mounts"]} == {"bind"}, config["Mounts"]
+        assert not [m for m in config["Mounts"] if "docker.sock" in m["Source"]]
 
 
 def test_the_resume_command_is_the_typed_command_with_an_absolute_program(
