@@ -34,6 +34,8 @@ FILE_NAMES = (state_layout.HOOK_LOG, state_layout.WORKER_LOG, state_layout.DAEMO
               state_layout.COORDINATOR_LOCK, CONFIG_ENV, DEFAULT_STATE_DIR)
 #: The host's hook wrapper runs where the package is not installed: its copy is checked below.
 COPIES = {Path("image/kael-hook"): HOOK_LOG}
+#: Written from the code (the action table's words) and checked equal to it by their own tests.
+GENERATED = ("_snapshot.json",)
 #: A folder of the state dir in a path: `operations/…` or `…/operations` (the bare word is also
 #: a check's name and a JSON key).
 _DIRS = "|".join(STORE_DIRS)
@@ -46,7 +48,8 @@ def _files() -> Iterator[Path]:
                              "-z", "--", *SOURCES], cwd=REPO, capture_output=True, check=True)
     for name in sorted(set(listed.stdout.decode().split("\0")) - {""}):
         path = REPO / name
-        if path.is_file() and path.suffix != ".md" and path.resolve() != LAYOUT:
+        if path.is_file() and path.suffix != ".md" and path.resolve() != LAYOUT \
+                and not path.name.endswith(GENERATED):
             yield path
 
 
