@@ -140,7 +140,9 @@ def test_a_record_edited_by_hand_does_not_switch(household: Household,
 
     code, out = appliance.exec_cli("request", "--reason", "gate", "--confirm", "REBUILD")
     assert code == 0 and "once the household's admin has confirmed it as root" in out, out
-    record = sorted((household.config.state_dir / "operations").glob("*.json"))[-1]
+    # Two ids made in one second order by their random part: the new one is the one not cancelled.
+    [record] = [path for path in (household.config.state_dir / "operations").glob("*.json")
+                if path.stem != first]
     data = orjson.loads(record.read_bytes())
     assert data["status"] == "awaiting_confirmation"
     data["status"] = "pending"  # what the model's shell could write: the state dir is its own
