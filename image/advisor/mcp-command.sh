@@ -9,6 +9,12 @@
 # (the line names the project, so register it for the project only; advisor-mcp is the name
 # the permissions of `kael-advisor pieces` expect)
 #
+#   image/advisor/mcp-command.sh --no-project --user UID:GID --sessions DIR --kimi-home DIR
+#                                [--image IMAGE] [--network NET]
+# prints the fixed part the installer writes to NAME.advisor.argv for the wrapper
+# (`sudo -n kael-run advisor NAME`), which adds the caller's project itself: no project mounts,
+# no -w, the image last. Nothing is created then: the installer made the directories as the user.
+#
 # Defaults: the project is $PWD; the hook's directory $KAEL_ADVISOR_SESSIONS, else
 # ${CLAUDE_CONFIG_DIR:-~/.claude}/kael-advisor-sessions; the Kimi home $KIMI_CODE_HOME, else
 # ~/.kimi-code; the caller's uid:gid; kael-advisor:latest; Docker's default network
@@ -26,9 +32,10 @@ set -euo pipefail
 project="$PWD"
 sessions="${KAEL_ADVISOR_SESSIONS:-${CLAUDE_CONFIG_DIR:-$HOME/.claude}/kael-advisor-sessions}"
 kimi_home="${KIMI_CODE_HOME:-$HOME/.kimi-code}"
-user="$(id -u):$(id -g)"
+user=""
 image="kael-advisor:latest"
 network=""
+with_project=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --project) project="$2"; shift ;;
@@ -37,27 +44,47 @@ while [ $# -gt 0 ]; do
     --user) user="$2"; shift ;;
     --image) image="$2"; shift ;;
     --network) network="$2"; shift ;;
+    --no-project) with_project="" ;;
     -h|--help) sed -n '2,/^[^#]/{/^#/p}' "$0"; exit 0 ;;
     *) echo "mcp-command: unknown argument: $1" >&2; exit 2 ;;
   esac
   shift
 done
-for dir in "$project"; do
-  [ -d "$dir" ] || { echo "mcp-command: $dir is not a directory" >&2; exit 2; }
+fail() { echo "mcp-command: $*" >&2; exit 2; }
+# The installer runs this as root for another user: --user is then never left to the default.
+[ -n "$user" ] || [ -n "$with_project" ] || fail "--no-project needs --user UID:GID"
+user="${user:-$(id -u):$(id -g)}"
+if [ -n "$with_project" ]; then
+  [ -d "$project" ] || fail "$project is not a directory"
+  mkdir -p "$project/.agent" "$kimi_home"
+  mkdir -p -m 700 "$sessions"
+  project="$(cd "$project" && pwd -P)"
+fi
+for dir in "$sessions" "$kimi_home"; do
+  [ -d "$dir" ] || fail "$dir is not a directory"
 done
-mkdir -p "$project/.agent" "$kimi_home"
-mkdir -p -m 700 "$sessions"
-project="$(cd "$project" && pwd -P)"
 sessions="$(cd "$sessions" && pwd -P)"
 kimi_home="$(cd "$kimi_home" && pwd -P)"
+# --mount, not -v: -v creates a missing source as root, and kael-run refuses it. A comma would
+# end the mount's field, a newline the argv file's line.
+bind() {
+  case "$1" in *,*|*"
+"*) fail "a mount source may hold no comma or newline: $1" ;; esac
+  printf '%s\n' --mount "type=bind,source=$1,target=$1${2:+,$2}"
+}
 
 printf '%s\n' docker run -i --rm --init --log-driver none --user "$user" \
   --read-only --tmpfs /tmp:rw,nosuid,nodev,mode=1777 --cap-drop ALL \
   --security-opt no-new-privileges --pids-limit 256 \
   --memory "${KAEL_ADVISOR_MEMORY:-1g}" --memory-swap "${KAEL_ADVISOR_MEMORY:-1g}" \
   --cpus "${KAEL_ADVISOR_CPUS:-1}" ${network:+--network "$network"} \
-  --label io.kael-thread-rebuild.role=advisor-mcp \
-  -v "$project:$project:ro" -v "$project/.agent:$project/.agent" -w "$project" \
-  -v "$sessions:$sessions:ro" -e "KAEL_ADVISOR_SESSIONS=$sessions" \
-  -v "$kimi_home:$kimi_home" -e "KIMI_CODE_HOME=$kimi_home" \
-  "$image"
+  --label io.kael-thread-rebuild.role=advisor-mcp
+if [ -n "$with_project" ]; then
+  bind "$project" readonly
+  bind "$project/.agent"
+  printf '%s\n' -w "$project"
+fi
+bind "$sessions" readonly
+printf '%s\n' -e "KAEL_ADVISOR_SESSIONS=$sessions"
+bind "$kimi_home"
+printf '%s\n' -e "KIMI_CODE_HOME=$kimi_home" "$image"

@@ -212,15 +212,52 @@ def test_the_command_makes_missing_sources_as_the_caller(tmp_path: Path) -> None
                           capture_output=True, text=True, timeout=30, check=True)
     words = done.stdout.splitlines()
     assert words[:4] == ["docker", "run", "-i", "--rm"] and words[-1] == "some-image"
-    mounts = [words[i + 1] for i, word in enumerate(words) if word == "-v"]
-    assert mounts == [f"{project}:{project}:ro", f"{project}/.agent:{project}/.agent",
-                      f"{sessions}:{sessions}:ro", f"{kimi_home}:{kimi_home}"]
+    assert "-v" not in words
+    assert _mounts(words) == [f"{project},target={project},readonly",
+                              f"{project}/.agent,target={project}/.agent",
+                              f"{sessions},target={sessions},readonly",
+                              f"{kimi_home},target={kimi_home}"]
     assert (project / ".agent").is_dir() and kimi_home.is_dir()
     assert sessions.stat().st_mode & 0o777 == 0o700
     assert words[words.index("-w") + 1] == str(project)
     assert words[words.index("--user") + 1] == f"{os.getuid()}:{os.getgid()}"
     assert {"--read-only", "--init"} <= set(words) and "--network" not in words
     assert words[words.index("--cap-drop") + 1] == "ALL"
+
+
+def _mounts(words: list[str]) -> list[str]:
+    """The --mount values of WORDS, each after its `type=bind,source=`."""
+    found = [words[i + 1] for i, word in enumerate(words) if word == "--mount"]
+    assert all(value.startswith("type=bind,source=") for value in found), found
+    return [value.removeprefix("type=bind,source=") for value in found]
+
+
+def test_the_fixed_part_for_the_wrapper_names_no_project(tmp_path: Path) -> None:
+    """--no-project prints what the installer writes to NAME.advisor.argv: the hook's
+    directory and the Kimi home, no project and no -w, the image last; it creates nothing and
+    needs the user named."""
+    sessions, kimi_home = tmp_path / "sessions", tmp_path / "kimi-home"
+    fixed = [str(MCP_COMMAND), "--no-project", "--sessions", str(sessions), "--kimi-home",
+             str(kimi_home), "--image", "some-image", "--network", "host"]
+    missing = subprocess.run([*fixed, "--user", "1234:1235"], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=30, check=False)
+    assert missing.returncode == 2 and "is not a directory" in missing.stderr
+    assert not sessions.exists() and not kimi_home.exists()
+    sessions.mkdir()
+    kimi_home.mkdir()
+    no_user = subprocess.run(fixed, capture_output=True, text=True, timeout=30, check=False)
+    assert no_user.returncode == 2 and "--no-project needs --user" in no_user.stderr
+
+    done = subprocess.run([*fixed, "--user", "1234:1235"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=30, check=True)
+    words = done.stdout.splitlines()
+    assert words[:4] == ["docker", "run", "-i", "--rm"] and words[-1] == "some-image"
+    assert "-v" not in words and "-w" not in words and str(tmp_path) not in words
+    assert _mounts(words) == [f"{sessions},target={sessions},readonly",
+                              f"{kimi_home},target={kimi_home}"]
+    assert words[words.index("--user") + 1] == "1234:1235"
+    assert words[words.index("--network") + 1] == "host"
+    assert not (tmp_path / ".agent").exists()
 
 
 def test_the_command_help_registers_the_server_the_permissions_name() -> None:
