@@ -14,6 +14,9 @@ holds:
     scan-cache/                      what `dirty` and `plan` read of recent transcripts, so that
                                      the next call reads only appended bytes (0700; its files
                                      0600; safe to delete at any time)
+    draining                         written by the installer while it waits to replace the
+                                     daemon (one line: since when, and why); no new operation
+                                     begins while it is there
 
 A config is named by `--config PATH`, or else by the environment variable below. Scripts that
 run inside the image get the variable's name from `kael-mounts` (an `env` line); the host's Stop
@@ -46,6 +49,8 @@ DAEMON_LOCK = "daemon.lock"
 HOOK_LOG = "hook.log"
 WORKER_LOG = "worker.log"
 SCAN_CACHE = "scan-cache"
+DRAINING = "draining"
+MAX_DRAIN_NOTE_BYTES = 512
 #: The folders of a state dir (each 0700 like the state dir itself).
 STORE_DIRS = (OPERATIONS, BACKUPS, CANDIDATES)
 
@@ -78,6 +83,20 @@ class StateLayout:
     def __post_init__(self) -> None:
         for attribute, name in _PATHS.items():
             object.__setattr__(self, attribute, self.root / name)
+
+
+def drain_note(state_dir: Path) -> str | None:
+    """The installer's drain note in STATE_DIR (its first line), None when it is not draining.
+    Only a regular file counts: a symlink or a FIFO there is nobody's drain."""
+    path = state_dir / DRAINING
+    try:
+        if not stat.S_ISREG(path.lstat().st_mode):
+            return None
+        with path.open("rb") as file:
+            text = file.read(MAX_DRAIN_NOTE_BYTES).decode("utf-8", "replace")
+    except OSError:
+        return None
+    return (text.splitlines() or [""])[0].strip() or "no reason given"
 
 
 def config_path(given: str | None) -> str | None:

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..errors import KaelError, Refused
 from ..fsutil import atomic_write_json
-from ..state_layout import OPERATIONS, StateLayout
+from ..state_layout import OPERATIONS, StateLayout, drain_note
 from .files import confined
 from .model import (
     SETTLED,
@@ -80,6 +80,10 @@ def make_private_dir(path: Path) -> Path:
     if problem:
         raise UntrustedStateDir(f"state dir not trusted: {problem}")
     return path
+
+
+class Draining(Refused):
+    """The installer is replacing the daemon: no new operation begins until it is done."""
 
 
 class StoreError(KaelError):
@@ -210,8 +214,17 @@ class OperationStore:
 
     # -- writing (always under the lock) -------------------------------------------------------
 
+    def refuse_while_draining(self) -> None:
+        """Refuse to begin an operation while the installer drains the instance (the operations
+        already in flight go on: it waits for them)."""
+        note = drain_note(self.state_dir)
+        if note is not None:
+            raise Draining(f"the installer is replacing this instance's daemon ({note}); "
+                           "nothing was recorded: ask again in a few minutes")
+
     def create(self, op: Operation) -> Operation:
         with self._lock:
+            self.refuse_while_draining()
             path = self.record_path(op.operation_id)
             atomic_write_json(path, op.model_dump(mode="json"), FILE_MODE, overwrite=False)
         return op
@@ -222,6 +235,8 @@ class OperationStore:
         with self._lock:
             op = self.load(operation_id)
             require_transition(operation_id, op.status, to)
+            if op.status is OperationStatus.activated:  # a rollback begins
+                self.refuse_while_draining()
             now = utcnow()
             step = Transition(from_status=op.status, to_status=to, at=now, note=note)
             return self._write(op, changes, status=to, updated_at=now,
