@@ -1,4 +1,4 @@
-"""The MCP server over a real stdio session: the seven tools, their errors, and the real client."""
+"""The MCP server over a real stdio session: the eight tools, their errors, and the real client."""
 
 from __future__ import annotations
 
@@ -26,10 +26,10 @@ from tests.support.claude_env import claude_available, make_claude_env, run_prin
 from tests.support.standin_api import Reply, StandinAPI, Text, ToolUse, prompt_script
 
 MCP_BIN = Path(sys.executable).with_name("kael-thread-rebuild-mcp")
-SEVEN = {
+TOOLS = {
     "thread_rebuild_doctor", "thread_rebuild_dirty", "thread_rebuild_plan",
     "thread_rebuild_status", "thread_rebuild_request", "thread_rebuild_cancel",
-    "thread_rebuild_rollback_request",
+    "thread_rebuild_rollback_request", "thread_rebuild_reload",
 }
 READ_ONLY = {"thread_rebuild_doctor", "thread_rebuild_dirty", "thread_rebuild_plan",
              "thread_rebuild_status"}
@@ -87,12 +87,12 @@ def text_of(result: CallToolResult) -> str:
     return "\n".join(block.text for block in result.content if isinstance(block, TextContent))
 
 
-def test_lists_exactly_the_seven_tools_with_honest_annotations(config_path: Path) -> None:
+def test_lists_exactly_the_eight_tools_with_honest_annotations(config_path: Path) -> None:
     async def body(session: ClientSession) -> Any:
         return await session.list_tools()
 
     tools = {tool.name: tool for tool in with_session(config_path, body).tools}
-    assert set(tools) == SEVEN
+    assert set(tools) == TOOLS
     for name, tool in tools.items():
         assert tool.annotations is not None
         assert tool.output_schema is not None, name
@@ -106,6 +106,7 @@ def test_lists_exactly_the_seven_tools_with_honest_annotations(config_path: Path
                                                                             "confirmation"}
     assert set(tools["thread_rebuild_cancel"].input_schema["required"]) == {"operation_id",
                                                                            "confirmation"}
+    assert tools["thread_rebuild_reload"].input_schema["required"] == ["confirmation"]
 
 
 def test_instructions_say_preview_ask_request_then_finish(config_path: Path) -> None:

@@ -21,7 +21,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from kael_thread_rebuild.interfaces.mcp_server import SNAPSHOT
 from kael_thread_rebuild.interfaces.mcp_tools import record_snapshot
-from tests.test_mcp_server import MCP_BIN, SEVEN, config, config_path, transcript
+from tests.test_mcp_server import MCP_BIN, TOOLS, config, config_path, transcript
 
 __all__ = ["config", "config_path", "transcript"]  # fixtures
 
@@ -138,7 +138,7 @@ def test_the_opening_is_answered_without_the_sdk_or_the_engine(
     assert set(answered) == {request["id"] for request in asked
                              if "id" in request and request["method"] != "subscriptions/listen"}
     tools_list = next(request["id"] for request in asked if request.get("method") == "tools/list")
-    assert {tool["name"] for tool in answered[tools_list]["tools"]} == SEVEN
+    assert {tool["name"] for tool in answered[tools_list]["tools"]} == TOOLS
     assert all(answer.get("result", {}).get("serverInfo", {}).get("name", "kael-thread-rebuild")
                == "kael-thread-rebuild" for answer in answers)
     imported = _imported(proc.stderr.decode())
@@ -170,7 +170,7 @@ def test_the_real_client_sees_the_same_tools_before_and_after_the_first_call(
     assert plan.structured_content["source_session_id"] == transcript[0].stem
     assert [tool.model_dump() for tool in before.tools] == \
         [tool.model_dump() for tool in after.tools]
-    assert {tool.name for tool in before.tools} == SEVEN
+    assert {tool.name for tool in before.tools} == TOOLS
 
 
 # One line nested 50,000 levels deep: a bare one (no id to answer to), and a tool call whose

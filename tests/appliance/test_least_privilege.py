@@ -3,7 +3,7 @@ docker group, it cannot use Docker at all (`docker ps`, `docker run -v /:/host â
 to the appliance is the root-owned wrapper through sudo, which runs exactly the instance's two
 fixed commands and refuses any other argument, instance or image; through it the real Claude
 Code, run as that user (`claude -p`, and interactive in a tmux pane), connects to the MCP server,
-is told the seven tools, and its Stop reaches the daemon, which switches; doctor checks it."""
+is told the eight tools, and its Stop reaches the daemon, which switches; doctor checks it."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from tests.support.claude_env import (
     make_claude_env,
 )
 from tests.support.standin_api import StandinAPI
-from tests.test_mcp_server import SEVEN
+from tests.test_mcp_server import TOOLS
 
 from . import engine
 from .household import Household, make_household
@@ -161,10 +161,10 @@ def _wired(tmp_path: Path, appliance: engine.Instance, api: StandinAPI,
 
 
 def _told_every_tool(api: StandinAPI) -> list[str]:
-    """The seven tools the model was not told of (MCP tools are deferred: the model is told
+    """The eight tools the model was not told of (MCP tools are deferred: the model is told
     their names once the server is connected)."""
     told = orjson.dumps(api.message_bodies()).decode()
-    return [name for name in sorted(SEVEN) if f"mcp__{SERVER_NAME}__{name}" not in told]
+    return [name for name in sorted(TOOLS) if f"mcp__{SERVER_NAME}__{name}" not in told]
 
 
 def _request_and_wait(appliance: engine.Instance, config: Config, stop: Callable[[], None],

@@ -1,4 +1,4 @@
-"""The MCP server as Claude Code runs it: `docker run -i --rm ...` on stdio. It lists the seven
+"""The MCP server as Claude Code runs it: `docker run -i --rm ...` on stdio. It lists the eight
 tools to the real client; within seconds of stdin closing, of a SIGTERM to `docker run`, or of
 `docker run` being killed, its process has ended, and then docker removes its container."""
 
@@ -16,7 +16,7 @@ import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from tests.test_mcp_server import SEVEN
+from tests.test_mcp_server import TOOLS
 
 from . import engine
 from .household import Household
@@ -36,7 +36,7 @@ INITIALIZE = orjson.dumps({
                "clientInfo": {"name": "appliance-test", "version": "0"}}}) + b"\n"
 
 
-def test_the_real_client_lists_the_seven_tools_then_the_container_goes(
+def test_the_real_client_lists_the_eight_tools_then_the_container_goes(
         household: Household, appliance: engine.Instance) -> None:
     command = appliance.mcp_command(household.config_path, household.user)
 
@@ -55,7 +55,7 @@ def test_the_real_client_lists_the_seven_tools_then_the_container_goes(
         died = events.wait("die", REMOVED_WITHIN_SECONDS)
         events.wait("destroy", REMOVED_WITHIN_SECONDS)
     assert init.server_info.name == "kael-thread-rebuild"
-    assert {tool.name for tool in tools.tools} == SEVEN
+    assert {tool.name for tool in tools.tools} == TOOLS
     report = plan.structured_content
     assert not plan.is_error and report is not None
     assert report["source_session_id"] == household.transcript.stem
@@ -134,7 +134,7 @@ def test_initialize_and_tools_list_come_before_the_sdk_and_the_engine_are_import
     assert done.returncode == 0, done.stderr[-2000:]
     answers = [orjson.loads(line) for line in done.stdout.splitlines()]
     assert answers[0]["result"]["serverInfo"]["name"] == "kael-thread-rebuild"
-    assert {tool["name"] for tool in answers[1]["result"]["tools"]} == SEVEN
+    assert {tool["name"] for tool in answers[1]["result"]["tools"]} == TOOLS
     stderr = done.stderr.decode()
     assert "kael_thread_rebuild.config" in stderr  # the profile is real
     assert _heavy(stderr) == []

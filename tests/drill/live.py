@@ -168,6 +168,14 @@ class Stage:
         session = wait_until(self.registry_session, timeout, what="Claude Code to register")
         return wait_mcp_tools_taken(self.env, SERVER_NAME, session, timeout)
 
+    def register_mcp(self) -> None:
+        """Register our MCP server as the installer does, while Claude Code runs."""
+        entry = mcp_server(self.config_path)
+        subprocess.run([str(find_claude_binary()), "mcp", "add", "--scope", "user", SERVER_NAME,
+                        "--", entry["command"], *entry["args"]],
+                       env=self.env.env, cwd=self.env.cwd, check=True, capture_output=True,
+                       timeout=60)
+
     def wait_ready(self, session_id: str, timeout: float = 60) -> None:
         """Wait until the pane's Claude Code runs SESSION_ID and shows its prompt."""
         wait_until(lambda: self.registry_session() == session_id, timeout,
@@ -195,7 +203,8 @@ def _read(path: Path) -> bytes:
 
 @contextlib.contextmanager
 def stage(root: Path, *, daemon: bool = True, pane_shell: bool = False,
-          hook_delay: float = 0.0, **config_overrides: Any) -> Iterator[Stage]:
+          hook_delay: float = 0.0, mcp_at_start: bool = True,
+          **config_overrides: Any) -> Iterator[Stage]:
     """Everything up, Claude Code's prompt on screen and our MCP server's tools taken in;
     everything stopped and killed afterwards.
 
@@ -204,6 +213,8 @@ def stage(root: Path, *, daemon: bool = True, pane_shell: bool = False,
     PANE_SHELL the pane runs an interactive shell in which Claude Code is typed, as by a user.
     With HOOK_DELAY the Stop hook process returns that many seconds after it recorded the Stop,
     like a `docker exec` under load (Claude Code writes `stop_hook_summary` only then).
+    Without MCP_AT_START our MCP server is not registered when Claude Code starts (as on a
+    household the installer reaches while it runs): `register_mcp` registers it later.
     """
     with contextlib.ExitStack() as stack:
         api = stack.enter_context(StandinAPI(responder()))
@@ -213,8 +224,7 @@ def stage(root: Path, *, daemon: bool = True, pane_shell: bool = False,
             hook = f"{hook}; status=$?; sleep {hook_delay:g}; exit $status"
         env = make_claude_env(
             root / "claude", api.url, allow=(*DEFAULT_ALLOW, f"mcp__{SERVER_NAME}"),
-            mcp_servers={SERVER_NAME: {"type": "stdio", "command": str(procs.MCP),
-                                       "args": ["--config", str(config_path)]}},
+            mcp_servers={SERVER_NAME: mcp_server(config_path)} if mcp_at_start else None,
             settings={"hooks": {"Stop": [{"hooks": [
                 {"type": "command", "command": hook, "timeout": 10}]}]}})
         claude = str(find_claude_binary())
@@ -235,6 +245,12 @@ def stage(root: Path, *, daemon: bool = True, pane_shell: bool = False,
             tui.submit(shlex.quote(claude))
         tui.wait_for("❯", timeout=60)
         drill = Stage(root, api, env, tui, config, config_path)
-        print(f"live drill: our MCP server's tools taken in {drill.wait_mcp_ready():.2f} s "
-              "after the prompt showed")
+        if mcp_at_start:
+            print(f"live drill: our MCP server's tools taken in {drill.wait_mcp_ready():.2f} s "
+                  "after the prompt showed")
         yield drill
+
+
+def mcp_server(config_path: Path) -> dict[str, Any]:
+    """Our MCP server's registration entry for the stage's config."""
+    return {"type": "stdio", "command": str(procs.MCP), "args": ["--config", str(config_path)]}

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import hashlib
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
 
 from kael_thread_rebuild.claude_code import registry
 from kael_thread_rebuild.operations.model import Operation, OperationStatus
+from tests.support.claude_env import find_claude_binary
 from tests.support.fidelity import conversation_texts, non_text_block_types
 
 from . import live, procs
@@ -123,3 +125,15 @@ def request_after_a_turn(drill: live.Stage, reason: str) -> None:
     asked = drill.cli("request", "--reason", reason, "--confirm", "REBUILD")
     assert asked.returncode == 0, asked.stderr
     drill.turn(live.P_AFTER, live.A_AFTER)
+
+
+def program_missing_at_the_start(program: Path) -> Callable[[str], None]:
+    """A worker step hook: PROGRAM (a link to Claude Code) is gone when the switch starts the
+    target (as when an update replaces it at that moment, after the start check passed), and
+    back by the time the switch back starts it again."""
+    def on_step(step: str) -> None:
+        if step == "switch":
+            program.unlink()
+        if step == "switch_back":
+            program.symlink_to(find_claude_binary())
+    return on_step

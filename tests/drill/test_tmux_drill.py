@@ -179,17 +179,9 @@ def test_a_resume_program_missing_at_the_start_brings_the_old_session_back_in_th
         assert old is not None and op is not None and op.status is S.scheduled
         pane_id, old_pid = drill.pane()
 
-        def program_missing_at_the_start(step: str) -> None:
-            # After the start check passed: gone for the new session's start (as when an update
-            # replaces it at that moment), back by the time the old one is resumed.
-            if step == "switch":
-                program.unlink()
-            if step == "switch_back":
-                program.symlink_to(find_claude_binary())
-
         op = run_operation(drill.config, OperationStore(drill.config.state_dir),
                            TmuxBase(drill.config), op.operation_id,
-                           on_step=program_missing_at_the_start)
+                           on_step=steps.program_missing_at_the_start(program))
 
         assert op.status is S.rolled_back and op.rollback_ok is True, op.error
         assert op.error == (f"the target is not alive after switching to session "

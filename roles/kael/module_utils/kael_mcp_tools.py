@@ -12,6 +12,7 @@ READ_ONLY_TOOLS = (
 #: Tools that change something: they must keep asking the human (never added to allow).
 PROMPTING_TOOLS = (
     'thread_rebuild_request',
+    'thread_rebuild_reload',
     'thread_rebuild_cancel',
     'thread_rebuild_rollback_request',
 )

@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 
 from ..claude_code.settings import HOOK_TIMEOUT
 from ..defaults import MAX_REASON_CHARS
-from ..operations.service import CANCEL_WORD, REBUILD_WORD, ROLLBACK_WORD
+from ..operations.service import CANCEL_WORD, REBUILD_WORD, RELOAD_WORD, ROLLBACK_WORD
 from .action_model import Cli
 
 DEFAULT_WAIT_SECONDS = 600.0
@@ -33,6 +33,9 @@ CancelWord = Annotated[str, Field(description=f"exactly {CANCEL_WORD}"),
                        Cli(f"exactly {CANCEL_WORD}", "--confirm", "WORD")]
 RollbackWord = Annotated[str, Field(description=f"exactly {ROLLBACK_WORD}"),
                          Cli(f"exactly {ROLLBACK_WORD}", "--confirm", "WORD")]
+ReloadWord = Annotated[str, Field(description=f"exactly {RELOAD_WORD}, only after the human "
+                                              "agreed"),
+                       Cli(f"exactly {RELOAD_WORD}", "--confirm", "WORD")]
 
 
 class NoInput(BaseModel):
@@ -59,6 +62,10 @@ class RequestInput(BaseModel):
     reason: Annotated[str, Field(description="why the human wants the rebuild"), Cli(
         f"why the rebuild is wanted (at most {MAX_REASON_CHARS} characters)")]
     confirmation: RebuildWord
+
+
+class ReloadInput(BaseModel):
+    confirmation: ReloadWord
 
 
 class CancelInput(BaseModel):

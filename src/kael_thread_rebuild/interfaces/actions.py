@@ -21,7 +21,14 @@ from ..errors import Refused, UsageError
 from ..fsutil import atomic_write_bytes
 from ..operations import service
 from ..operations.model import IN_FLIGHT, Operation
-from ..operations.service import CANCEL_WORD, REBUILD_WORD, ROLLBACK_WORD, Confirmed, Requested
+from ..operations.service import (
+    CANCEL_WORD,
+    REBUILD_WORD,
+    RELOAD_WORD,
+    ROLLBACK_WORD,
+    Confirmed,
+    Requested,
+)
 from ..operations.stop_hook import record_stop_input
 from ..operations.store import Recovery
 from ..paths import require_path_text, resolve_transcript, shown
@@ -34,6 +41,7 @@ from .action_inputs import (
     ConfirmInput,
     NoInput,
     PiecesInput,
+    ReloadInput,
     RequestInput,
     RollbackInput,
     ServeInput,
@@ -100,6 +108,10 @@ def _doctor(call: Call, given: NoInput) -> DoctorReport:
 def _request(call: Call, given: RequestInput) -> Requested:
     return service.request_rebuild(call.config, given.reason, given.confirmation,
                                    requested_by=call.via)
+
+
+def _reload(call: Call, given: ReloadInput) -> Requested:
+    return service.request_reload(call.config, given.confirmation, requested_by=call.via)
 
 
 def _confirm(call: Call, given: ConfirmInput) -> Confirmed:
@@ -198,6 +210,15 @@ def _requested(requested: Requested) -> OperationResult:
                            joined_existing=requested.joined_existing, next_step=next_step)
 
 
+def _reload_requested(requested: Requested) -> OperationResult:
+    op = requested.operation
+    return OperationResult(
+        operation_id=op.operation_id, status=op.status, joined_existing=requested.joined_existing,
+        next_step="Tell the human it is recorded, then finish your reply normally; once the "
+                  "reply ends, Claude Code restarts onto this same session (every word kept) "
+                  "with what was added since it started. Do not call this tool again.")
+
+
 def _cancelled(op: Operation) -> OperationResult:
     return OperationResult(operation_id=op.operation_id, status=op.status,
                            next_step="Nothing will be switched.")
@@ -259,6 +280,22 @@ ACTIONS: tuple[Action[Any, Any], ...] = (
         tool=Tool("thread_rebuild_request", "Record a rebuild that runs after this reply ends. "
                   "Only after showing the plan and the human agreeing. Call once; then finish "
                   "the reply normally.", OperationResult, _requested)),
+    Action(
+        "reload", "resume the running session anew; it runs after the next Stop",
+        "Record a reload: once the current reply ends (its Stop hook), the daemon restarts the "
+        "target onto the session it runs (`--resume` of its id; systemd: the pointer names it "
+        "first), with a switch's checks (the target still runs the session of the Stop), "
+        "health check and fallback (the session resumed again). Claude Code then loads the MCP "
+        "servers, hooks and settings added since it started; no word is lost and no candidate "
+        "is written. A pointer runner starts Claude Code anew on every call: there it changes "
+        "nothing. Not gated by admin_confirm_minutes. A request while one waits joins it; while "
+        "another operation is in flight it is refused.",
+        ReloadInput, Requested, changes=True, confirmation=RELOAD_WORD, run=_reload,
+        show=show.show_reload,
+        tool=Tool("thread_rebuild_reload", "Restart Claude Code onto this same session after "
+                  "this reply ends, keeping every word, so that MCP servers, hooks and settings "
+                  "added since it started load. Only after the human agreed. Call once; then "
+                  "finish the reply normally.", OperationResult, _reload_requested)),
     Action(
         "confirm", "the admin's confirmation of a rebuild (as root in the daemon's container)",
         "With admin_confirm_minutes set, a rebuild request (and a rollback request, confirmed "

@@ -134,6 +134,15 @@ def show_requested(requested: Requested, as_json: bool) -> int:
     return 0
 
 
+def show_reload(requested: Requested, as_json: bool) -> int:
+    headline = ("joined the reload already waiting; it " if requested.joined_existing
+                else "reload requested; it ") + AFTER_STOP + (
+        ": the session that runs is resumed, with the MCP servers, hooks and settings added "
+        "since it started")
+    _operation(requested.operation, as_json, headline, joined_existing=requested.joined_existing)
+    return 0
+
+
 def show_confirmed(confirmed: Confirmed, as_json: bool) -> int:
     if as_json:
         emit(confirmed, True)

@@ -116,7 +116,7 @@ def unconfirmed(config: Config, op: Operation) -> str:
     there (a record the Claude user edited by hand, or a daemon restarted since the confirm).
     Empty when it may run. The pointer runner's `start-failed` needs none: the Claude user
     may report a failed start (docs/security.md), and it owns that base's pointer anyway."""
-    if not config.admin_confirm_minutes:
+    if not config.admin_confirm_minutes or op.is_reload:  # a reload changes no conversation
         return ""
     if op.status is OperationStatus.scheduled:
         problem = confirmation_problem(config, op.operation_id)

@@ -139,6 +139,9 @@ def new_operation_id(now: datetime | None = None) -> str:
 class OperationKind(StrEnum):
     rebuild = "rebuild"
     rollback_of = "rollback-of"
+    #: Restart the target onto the session it runs (`--resume` of the same id): Claude Code
+    #: loads MCP servers, hooks and settings added since it started. No candidate is written.
+    reload = "reload"
 
 
 class Transition(BaseModel):
@@ -221,3 +224,13 @@ class Operation(BaseModel):
     def switched(self) -> bool:
         """Whether this operation ever reached the switch."""
         return any(step.to_status is OperationStatus.activating for step in self.history)
+
+    @property
+    def is_reload(self) -> bool:
+        return self.kind is OperationKind.reload
+
+    @property
+    def switched_session(self) -> bool:
+        """Whether this operation switched the target to another session (a rebuild that
+        reached the switch; a reload resumes the session that ran)."""
+        return self.switched and not self.is_reload

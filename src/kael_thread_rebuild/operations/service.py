@@ -28,6 +28,7 @@ from .model import (
     IN_FLIGHT,
     WAITING,
     Operation,
+    OperationKind,
     OperationNotFound,
     OperationStatus,
     is_session_id,
@@ -41,6 +42,8 @@ from .store import OperationStore, StrayFile, UntrustedStateDir, trust_problem
 REBUILD_WORD = "REBUILD"
 CANCEL_WORD = "CANCEL"
 ROLLBACK_WORD = "ROLLBACK"
+RELOAD_WORD = "RELOAD"
+RELOAD_REASON = "reload: resume the running session so that Claude Code loads what was added"
 _JOINABLE = frozenset({OperationStatus.awaiting_confirmation, OperationStatus.pending,
                        OperationStatus.scheduled})
 
@@ -108,14 +111,11 @@ def request_rebuild(config: Config, reason: str, confirmation: str,
     with store.locked():
         active = store.active()
         if active is not None:
-            if active.status in _JOINABLE and kind_of(active) == REBUILD:
+            if (active.status in _JOINABLE and kind_of(active) == REBUILD
+                    and not active.is_reload):
                 return Requested(operation=active, joined_existing=True,
                                  confirm_with=confirm_with(config, active))
-            rollback = (OperationStatus.rollback_pending, OperationStatus.rollback_scheduled)
-            what = ("a rollback" if active.status in rollback or kind_of(active) == ROLLBACK
-                    else "a rebuild")
-            raise Refused(f"operation {active.operation_id} ({what}) is {active.status.value}; "
-                          "wait for it to finish")
+            _refuse_busy(active)
         now = utcnow()
         status = (OperationStatus.awaiting_confirmation if config.admin_confirm_minutes
                   else OperationStatus.pending)
@@ -124,6 +124,37 @@ def request_rebuild(config: Config, reason: str, confirmation: str,
                                          requested_by=requested_by))
         return Requested(operation=created, joined_existing=False,
                          confirm_with=confirm_with(config, created))
+
+
+def _refuse_busy(active: Operation) -> None:
+    rollback = (OperationStatus.rollback_pending, OperationStatus.rollback_scheduled)
+    what = ("a reload" if active.is_reload
+            else "a rollback" if active.status in rollback or kind_of(active) == ROLLBACK
+            else "a rebuild")
+    raise Refused(f"operation {active.operation_id} ({what}) is {active.status.value}; "
+                  "wait for it to finish")
+
+
+def request_reload(config: Config, confirmation: str, requested_by: str = "cli") -> Requested:
+    """Record a reload: after the next Stop the worker restarts the target onto the session it
+    runs (`--resume` of its id), with the same checks and fallback as a switch, so that Claude
+    Code loads MCP servers, hooks and settings added since it started. Joins one already
+    waiting. No candidate, nothing for the admin to confirm: the conversation does not change."""
+    _require_word(confirmation, RELOAD_WORD, "request a reload")
+    store = open_store(config)
+    with store.locked():
+        active = store.active()
+        if active is not None:
+            if active.is_reload and active.status in _JOINABLE:
+                return Requested(operation=active, joined_existing=True)
+            _refuse_busy(active)
+        now = utcnow()
+        created = store.create(Operation(operation_id=new_operation_id(now), created_at=now,
+                                         updated_at=now, reason=RELOAD_REASON,
+                                         kind=OperationKind.reload,
+                                         status=OperationStatus.pending,
+                                         requested_by=requested_by))
+        return Requested(operation=created, joined_existing=False)
 
 
 def confirm_with(config: Config, op: Operation) -> str:
@@ -208,6 +239,9 @@ def rollback_request(config: Config, operation_id: str, confirmation: str) -> Op
     store = open_store(config)
     with store.locked():
         op = store.load(operation_id)
+        if op.is_reload:
+            raise Refused(f"operation {operation_id} is a reload: it resumed the session that "
+                          "ran, there is no other session to go back to")
         if op.status is not OperationStatus.activated:
             raise Refused(f"operation {operation_id} is {op.status.value}; only an activated "
                           "operation can be rolled back")
@@ -217,7 +251,7 @@ def rollback_request(config: Config, operation_id: str, confirmation: str) -> Op
             if not other.settled:
                 raise Refused(f"operation {other.operation_id} is {other.status.value}; wait for "
                               "it to finish or cancel it first")
-            if other.created_at > op.created_at and other.switched:
+            if other.created_at > op.created_at and other.switched_session:
                 raise Refused(f"operation {other.operation_id} switched the target later; only "
                               "the latest switch can be rolled back")
         if not op.source_path or not confined(config.project_dir, op.source_path).is_file():
@@ -264,7 +298,7 @@ def _switched_to_unrun(config: Config, ops: list[Operation],
                        session_id: str) -> tuple[Operation | None, str]:
     """The activated rebuild that switched to SESSION_ID last, while that session never ran and
     the old one is still there; or None and why not."""
-    switched = [op for op in ops if op.switched]
+    switched = [op for op in ops if op.switched_session]
     op = switched[-1] if switched else None
     if op is None or op.status is not OperationStatus.activated or op.new_session_id != session_id:
         return None, f"no activated rebuild switched to session {session_id} last"

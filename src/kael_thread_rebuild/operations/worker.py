@@ -10,7 +10,11 @@ check_transcripts, to_activating, switch, health, archive_manifest, to_activated
 switch_back, health_old, move_candidate, to_rolled_back | to_failed. Refusing before the switch:
 move_candidate, to_failed. A rollback: (wait_stop_recorded, wait_stable after its Stop,)
 check_identity, switch_back, health_old, (move_candidate after a failed start,) to_rolled_back
-(failing: switch, health, to_failed).
+(failing: switch, health, to_failed). A reload (the target restarted onto the session it runs,
+so that Claude Code loads what was added since it started): to_running, check_activation,
+read_identity, check_start, snapshot_transcripts, wait_stop_recorded, wait_stable, to_verifying,
+check_source, check_identity, check_transcripts, to_activating, switch, health, to_activated;
+falling back as a rebuild does, onto that same session (switch_back, health_old).
 
 Inside a switch the base names its own steps between changing something and changing what the
 target runs (the systemd base: `restart`, its pointer written and the unit not yet restarted;
@@ -30,6 +34,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -101,7 +106,7 @@ def run_operation(config: Config, store: OperationStore, base: SwitchBase, opera
                                 error=refused)
     run = _Run(config, store, base, op, on_step)
     if op.status is OperationStatus.scheduled:
-        return run.rebuild()
+        return run.reload() if op.is_reload else run.rebuild()
     if op.status is OperationStatus.rollback_scheduled:
         return run.rollback()
     raise Refused(f"operation {operation_id} is {op.status.value}; only scheduled and "
@@ -157,9 +162,12 @@ class _Run:
     # -- a rebuild -----------------------------------------------------------------------------
 
     def rebuild(self) -> Operation:
+        return self.prepared_and_activated(self.prepare)
+
+    def prepared_and_activated(self, prepare: Callable[[], None]) -> Operation:
         self.move(OperationStatus.running, "worker started")
         try:
-            self.prepare()
+            prepare()
         except _Abort as abort:
             return self.fail_unswitched(abort.reason, conflict=abort.conflict)
         except KaelError as exc:
@@ -171,22 +179,7 @@ class _Run:
 
     def prepare(self) -> None:
         source = self.in_project(_need(self.op.source_path, "the source transcript path"))
-        self.step("check_activation")
-        problem = activation_problem(self.base)
-        if problem:
-            raise _Abort(f"the switch could not act on the target: {problem}")
-        self.step("read_identity")
-        try:
-            identity = self.base.identity()
-        except KaelError as exc:
-            raise _Abort(f"the target's identity cannot be read: {exc}") from None
-        self.update(identity_before=identity,
-                    base_reports_session=read_running(self.base) is not None)
-        self.require_claude_of_stop(identity)
-        self.step("check_start")
-        problem = start_problem(self.base, self.old_id)
-        if problem:
-            raise _Abort(f"resume_command cannot be started: {problem}")
+        self.check_target()
         self.step("snapshot_transcripts")
         self.snapshot = snapshot_transcripts(self.config.project_dir)
         backup = confined(self.store.backup_dir(self.op.operation_id), f"{self.old_id}.jsonl")
@@ -217,6 +210,47 @@ class _Run:
             raise _Abort(f"the candidate failed verification: {errors[0] if errors else '?'} "
                          f"({len(errors)} problem(s))")
         self.require_unchanged_since_prepare(source, candidate)
+
+    def check_target(self) -> None:
+        """The switch can act on the target, which runs the Claude Code of the Stop, and the
+        command that resumes its session starts; the identity is recorded (identity_before)."""
+        self.step("check_activation")
+        problem = activation_problem(self.base)
+        if problem:
+            raise _Abort(f"the switch could not act on the target: {problem}")
+        self.step("read_identity")
+        try:
+            identity = self.base.identity()
+        except KaelError as exc:
+            raise _Abort(f"the target's identity cannot be read: {exc}") from None
+        self.update(identity_before=identity,
+                    base_reports_session=read_running(self.base) is not None)
+        self.require_claude_of_stop(identity)
+        self.step("check_start")
+        problem = start_problem(self.base, self.old_id)
+        if problem:
+            raise _Abort(f"resume_command cannot be started: {problem}")
+
+    def prepare_reload(self) -> None:
+        """A reload's prepare: the target runs the session of the Stop and its command starts;
+        the turn is written and the transcript stable (a restart must not cut a word)."""
+        source = self.in_project(_need(self.op.source_path, "the source transcript path"))
+        self.check_target()
+        self.step("snapshot_transcripts")
+        self.snapshot = snapshot_transcripts(self.config.project_dir)
+        try:
+            self.wait_stop_recorded(source)
+            self.step("wait_stable")
+            stable = wait_stable(source, self.config.stability_samples,
+                                 self.config.stability_interval_seconds,
+                                 self.config.stability_timeout_seconds)
+        except OSError as exc:
+            raise _Abort(f"the transcript {source} cannot be read: {exc.strerror or exc}") \
+                from None
+        self.move(OperationStatus.verifying, "nothing to build: the session that runs is resumed",
+                  new_session_id=self.old_id, source_sha256=stable.sha256,
+                  source_size=stable.size)
+        self.require_unchanged_since_prepare(source, source)
 
     def require_claude_of_stop(self, identity: Identity) -> None:
         """The target must run the Claude Code process that sent the Stop: a pane or unit that
@@ -319,6 +353,13 @@ class _Run:
             return self.keep_stopped(problem, stopped, self.old_id)
         return self.restore_old(problem)
 
+    # -- a reload ------------------------------------------------------------------------------
+
+    def reload(self) -> Operation:
+        """The target restarted onto the session it runs, checked and fallen back from as a
+        switch is (to that same session, resumed again)."""
+        return self.prepared_and_activated(self.prepare_reload)
+
     # -- a rollback ----------------------------------------------------------------------------
 
     def rollback(self) -> Operation:
@@ -385,6 +426,9 @@ class _Run:
         return problem
 
     def settle_activated(self, note: str) -> Operation:
+        if self.op.is_reload:
+            return self.move(OperationStatus.activated, "the reloaded session is healthy",
+                             identity_after=read_identity(self.base), switch_target=None)
         self.step("archive_manifest")
         manifest = self.archive_manifest()
         return self.move(OperationStatus.activated, note, identity_after=read_identity(self.base),
