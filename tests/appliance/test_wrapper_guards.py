@@ -59,7 +59,7 @@ def test_the_mcp_servers_mounts_are_never_followed_or_created_as_root(
     cron = tmp_path / "etc-cron.d"  # root's, as /etc/cron.d is
     cron.mkdir(mode=0o755)
     project = household.config.project_dir
-    usage = "(usage: kael-run mcp|hook|wait|start-failed INSTANCE)"
+    usage = "(usage: kael-run mcp|hook|wait|start-failed INSTANCE, or advisor USER)"
     with sudo_household(tmp_path, appliance) as home:
         mcp = _allowed(home, household)
         argv_file = f"/etc/kael-thread-rebuild/{appliance.name}.mcp.argv"
