@@ -31,7 +31,8 @@ def hook_modules() -> dict[str, Path]:
     foreign = []
     installed = {Path(sysconfig.get_path(key)) for key in ("purelib", "platlib")}
     for name, module in finder.modules.items():
-        where = Path(module.__file__) if module.__file__ else None
+        file = getattr(module, "__file__", None)
+        where = Path(file) if file else None
         if name.partition(".")[0] in OURS and where:
             ours[name] = where
         elif where and any(where.is_relative_to(folder) for folder in installed):
