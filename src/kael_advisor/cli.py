@@ -31,10 +31,22 @@ environment:
 """
 
 
-def _doctor(project: Path, as_json: bool) -> int:
-    from .doctor import checks
+def _doctor(project: Path, as_json: bool, host_facts: str | None) -> int:
+    if host_facts is None:
+        from .doctor import checks
 
-    found = checks(project)
+        found = checks(project)
+    else:
+        from pydantic import ValidationError
+
+        from .host_doctor import AdvisorHost
+        from .host_doctor import checks as host_checks
+
+        try:
+            host = AdvisorHost.model_validate_json(host_facts)
+        except ValidationError as exc:
+            raise AdvisorError(f"--host-facts: {exc}") from None
+        found = host_checks(host)
     if as_json:
         print(json.dumps([dataclasses.asdict(check) for check in found], indent=2))
     else:
@@ -89,6 +101,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         sub.add_argument("--project", type=Path, default=Path.cwd(),
                          help="the project (default: the working directory)")
         sub.add_argument("--json", action="store_true", help="print JSON")
+        if name == "doctor":
+            sub.add_argument("--host-facts", metavar="JSON",
+                             help="check a Claude user's advisor as the installer left it on "
+                             "the host instead of a project: what root gathered there "
+                             "(roles/kael_doctor, advisor.yml), the user's files mounted")
     sub = commands.add_parser("pieces", help="what Claude Code is given: the settings block, "
                               "the claude mcp add line and the slash commands",
                               description="What Claude Code is given, written from the tools' "
@@ -99,7 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "doctor":
-            return _doctor(args.project.absolute(), args.json)
+            return _doctor(args.project.absolute(), args.json, args.host_facts)
         if args.command == "tasks":
             return _tasks(args.project.absolute(), args.json)
         return _pieces(args.json, args.what)

@@ -3,6 +3,7 @@ changed, and the provider's key is never shown."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import subprocess
@@ -20,6 +21,7 @@ from .windows import windows
 
 VERSION_SECONDS = 30.0
 RECENT_SECONDS = 86400.0
+READ_ONLY_TOOLS = frozenset({"Read", "Glob", "Grep"})
 _FRONTMATTER = re.compile(r"\A---\n(.*?)\n---\n", re.DOTALL)
 
 
@@ -43,10 +45,11 @@ def kimi_version() -> Check:
     return Check("kimi", "ok", f"{kimi_program()} {said[0] if said else '(no version)'}")
 
 
-def provider() -> Check:
-    """A default model whose provider has a base URL and a key (the key is not shown)."""
-    path = kimi_home() / "config.toml"
-    if os.environ.get("KIMI_MODEL_NAME") and os.environ.get("KIMI_MODEL_API_KEY"):
+def provider(path: Path | None = None) -> Check:
+    """A default model whose provider has a base URL and a key (the key is not shown), in PATH
+    (default: config.toml of the Kimi home), or in the environment when PATH is not given."""
+    given, path = path is not None, path or kimi_home() / "config.toml"
+    if not given and os.environ.get("KIMI_MODEL_NAME") and os.environ.get("KIMI_MODEL_API_KEY"):
         return Check("provider", "ok", f"model {os.environ['KIMI_MODEL_NAME']!r} from the "
                      "environment (KIMI_MODEL_*), key set")
     try:
@@ -70,19 +73,23 @@ def provider() -> Check:
                  f"{'set' if keyed else 'not set'}")
 
 
-def agent() -> Check:
-    path = agent_file()
+def agent(path: Path | None = None) -> Check:
+    """The agent at PATH (default: the packaged one) may use Read, Glob and Grep, nothing
+    else."""
+    path = path or agent_file()
     try:
         head = _FRONTMATTER.match(path.read_text())
     except OSError as exc:
         return Check("agent", "fail", f"{path} cannot be read: {exc.strerror}")
-    if head is None or "tools: Read, Glob, Grep" not in head.group(1):
-        return Check("agent", "fail", f"{path} has no read-only frontmatter")
+    tools = re.search(r"^tools:(.*)$", head.group(1), re.MULTILINE) if head else None
+    if tools is None or {t.strip() for t in tools[1].split(",")} != READ_ONLY_TOOLS:
+        return Check("agent", "fail", f"{path} has no read-only frontmatter (tools: "
+                     f"{', '.join(sorted(READ_ONLY_TOOLS))} and nothing else)")
     return Check("agent", "ok", f"{path} (tools Read, Glob, Grep)")
 
 
-def hook_dir(project: Path) -> Check:
-    where = sessions_dir()
+def hook_written(where: Path) -> Check:
+    """The hook's directory WHERE has a window file written lately."""
     if not where.is_dir():
         return Check("hook", "fail", f"{where} does not exist: kael-advisor-hook has never "
                      "run (is it a UserPromptSubmit hook?)")
@@ -90,10 +97,18 @@ def hook_dir(project: Path) -> Check:
     if newest is None:
         return Check("hook", "warn", f"{where} has no window file yet")
     age = time.time() - newest
-    here = len(windows(project, where))
     status: Literal["ok", "warn"] = "ok" if age < RECENT_SECONDS else "warn"
-    return Check("hook", status, f"{where}: last written {age:.0f} s ago; {here} window(s) "
-                 f"on {project}")
+    return Check("hook", status, f"{where}: last written {age:.0f} s ago")
+
+
+def hook_dir(project: Path) -> Check:
+    where = sessions_dir()
+    written = hook_written(where)
+    if written.status == "fail" or "no window file" in written.detail:
+        return written
+    here = len(windows(project, where))
+    return dataclasses.replace(written, detail=f"{written.detail}; {here} window(s) on "
+                               f"{project}")
 
 
 def table(project: Path) -> Check:
