@@ -33,9 +33,11 @@ from pathlib import Path
 import orjson
 
 from bench_plan import FLOOR_CODE, MIB, default_cli, ensure_transcript, warm_cache, write_config
-from kael_thread_rebuild.conversation.records import Classifier, SpeechToolMatcher
+from kael_thread_rebuild.conversation.records import Classifier, SpeechRules
 from kael_thread_rebuild.conversation.scan import scan
 from kael_thread_rebuild.transcript.reader import READ_BUFFER, ReadStats, read_records
+
+NO_TOOLS = SpeechRules((), ())
 
 
 def cpu_seconds() -> float:
@@ -76,7 +78,7 @@ def read_only(path: Path) -> None:
 
 
 def classify_only(path: Path) -> None:
-    read = Classifier(SpeechToolMatcher(()))
+    read = Classifier(NO_TOOLS)
     tally: dict[str, int] = {}
     with path.open("rb", buffering=READ_BUFFER) as handle:
         for line, record, size, offset in read_records(handle, 0, path.stat().st_size,
@@ -116,8 +118,8 @@ def main(argv: list[str] | None = None) -> int:
             ("parse", lambda: cpu_of(lambda: parse_only(path))),
             ("read", lambda: cpu_of(lambda: read_only(path))),
             ("classify", lambda: cpu_of(lambda: classify_only(path))),
-            ("scan 1 proc", lambda: cpu_of(lambda: scan(path, (), parallel=False))),
-            ("scan 2 procs", lambda: cpu_of(lambda: scan(path, (), parallel=True))),
+            ("scan 1 proc", lambda: cpu_of(lambda: scan(path, NO_TOOLS, parallel=False))),
+            ("scan 2 procs", lambda: cpu_of(lambda: scan(path, NO_TOOLS, parallel=True))),
             ("start-up (CLI)", cli_plan(tiny)),
             ("plan (CLI)", cli_plan(path)),
         ]

@@ -20,7 +20,7 @@ from pydantic import (
     model_validator,
 )
 
-from .defaults import DEFAULT_SPEECH_TOOLS
+from .defaults import DEFAULT_ANSWER_TOOLS, DEFAULT_SPEECH_TOOLS
 from .errors import ConfigError
 from .paths import require_path_text, shown
 from .state_layout import (
@@ -159,6 +159,11 @@ class Config(BaseModel):
         default_factory=lambda: list(DEFAULT_SPEECH_TOOLS), max_length=256,
         description="tool names (globs) whose `text` argument is the assistant speaking to the "
                     "user")
+    answer_tool_pattern: list[Word] = Field(
+        default_factory=lambda: list(DEFAULT_ANSWER_TOOLS), max_length=256,
+        description="tool names (globs) whose finished answer (a result starting `✅ "
+                    "consultation #`: the advisor's poll) is carried as words said in the "
+                    "assistant's turn; their calls and other results stay runtime")
 
     stability_samples: Count = Field(
         2, ge=2, le=100,
@@ -210,7 +215,7 @@ class Config(BaseModel):
         return value
 
     @field_validator("tmux_target", "tmux_socket", "systemd_unit", "resume_command",
-                     "speech_tool_pattern", "poison_pattern")
+                     "speech_tool_pattern", "answer_tool_pattern", "poison_pattern")
     @classmethod
     def _no_nul(cls, value: str | list[str] | None) -> str | list[str] | None:
         words = [value] if isinstance(value, str) else value or []

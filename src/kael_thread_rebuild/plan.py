@@ -13,6 +13,7 @@ from .config import Config
 from .conversation.branch import Branch, active_branch
 from .conversation.budget import BudgetResult, apply_budget
 from .conversation.dirty import DirtyReport, dirty_report, poison_score
+from .conversation.records import Origin, SpeechRules
 from .conversation.scan import Scan, SecondHalf
 from .conversation.scan_cache import cached_scan
 from .conversation.snapshot import Snapshot, find_snapshot
@@ -67,7 +68,9 @@ class Plan:
     turns: TurnList
     model: str | None
     cwd: str | None
-    speech_tool_pattern: list[str]
+    rules: SpeechRules
+    # The answer tools' calls the scan saw: what tells their results when read again.
+    answer_ids: frozenset[str]
 
     @property
     def blocked(self) -> bool:
@@ -80,11 +83,11 @@ class Plan:
     def texts(self, items: list[Item] | None = None) -> list[str]:
         """The words of ITEMS (default: every selected item), read again and verified."""
         wanted = self.items if items is None else items
-        return read_texts(self.source_path, wanted, self.speech_tool_pattern)
+        return read_texts(self.source_path, wanted, self.rules, self.answer_ids)
 
     def iter_texts(self) -> Iterator[str]:
         """The words of every selected item, one at a time (see `texts.iter_texts`)."""
-        return iter_texts(self.source_path, self.turns.items(), self.speech_tool_pattern)
+        return iter_texts(self.source_path, self.turns.items(), self.rules, self.answer_ids)
 
 
 def build_plan(config: Config, path: Path, *, parallel: bool | None = None,
@@ -98,7 +101,7 @@ def build_plan(config: Config, path: Path, *, parallel: bool | None = None,
     scanned = _scan(config, path, parallel, started, scan_cache_dir(config) if cached else None)
     classifier, stats = scanned.read, scanned.stats
     classifier.table.release_lookups()  # every record is in (and the scan cache written)
-    branch = active_branch(classifier.table)
+    branch = active_branch(classifier.table, classifier.speech.rows_of(Origin.advisor_answer))
     snapshot = find_snapshot(branch.rows, classifier) if config.freeze_startup_snapshot else None
     built = build_turns(branch.rows, classifier.table, classifier.speech)
     turns = built.turns
@@ -112,7 +115,8 @@ def build_plan(config: Config, path: Path, *, parallel: bool | None = None,
     budget = apply_budget(carried, snapshot_tokens, config.carry_max_tokens,
                           config.carry_overflow, config.token_divisor)
     window = list(turns[-config.poison_window_turns:].items())
-    poison = poison_score(read_texts(path, window, config.speech_tool_pattern),
+    rules = speech_rules(config)
+    poison = poison_score(read_texts(path, window, rules, classifier.answer_ids),
                           config.poison_regex)
 
     by_origin, conversation_bytes, longest = turns.source.summary()
@@ -153,7 +157,12 @@ def build_plan(config: Config, path: Path, *, parallel: bool | None = None,
         dirty=dirty,
     )
     return Plan(report, path, snapshot, budget.selected, classifier.model, classifier.cwd,
-                list(config.speech_tool_pattern))
+                rules, frozenset(classifier.answer_ids))
+
+
+def speech_rules(config: Config) -> SpeechRules:
+    """Which tools' traffic CONFIG counts as speech."""
+    return SpeechRules(tuple(config.speech_tool_pattern), tuple(config.answer_tool_pattern))
 
 
 def scan_cache_dir(config: Config) -> Path | None:
@@ -164,7 +173,7 @@ def scan_cache_dir(config: Config) -> Path | None:
 def _scan(config: Config, path: Path, parallel: bool | None,
           started: SecondHalf | None, cache_dir: Path | None) -> Scan:
     """The one pass over PATH; refuses an empty file and one with no JSON record at all."""
-    scanned = cached_scan(path, config.speech_tool_pattern, cache_dir, parallel=parallel,
+    scanned = cached_scan(path, speech_rules(config), cache_dir, parallel=parallel,
                           started=started)
     stats = scanned.stats
     if stats.bytes_read == 0:

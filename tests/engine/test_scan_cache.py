@@ -22,7 +22,7 @@ from kael_thread_rebuild.conversation import scan as scan_module
 from kael_thread_rebuild.conversation import scan_cache
 from kael_thread_rebuild.errors import InputError
 from kael_thread_rebuild.interfaces.prestart import prestart
-from kael_thread_rebuild.plan import build_plan, scan_cache_dir
+from kael_thread_rebuild.plan import build_plan, scan_cache_dir, speech_rules
 from tests.conftest import ConfigFactory
 from tests.engine.test_properties import _build, steps
 
@@ -47,7 +47,7 @@ def _entry_matches(config: Config, path: Path) -> bool:
     assert cache_dir is not None
     with path.open("rb") as handle:
         status = os.fstat(handle.fileno())
-        key = scan_cache._key(status, tuple(config.speech_tool_pattern))
+        key = scan_cache._key(status, speech_rules(config))
         entry = scan_cache.entry_path(cache_dir, path)
         return scan_cache._load(entry, key, handle.fileno(), status.st_size) is not None
 
@@ -162,7 +162,7 @@ def test_entry_is_private_and_keeps_only_complete_lines(make_config: ConfigFacto
 
 
 @pytest.mark.parametrize("damage", ["garbage", "torn", "foreign", "group_readable", "symlink",
-                                    "other_patterns", "other_engine"])
+                                    "other_patterns", "other_answer_patterns", "other_engine"])
 def test_a_bad_entry_is_ignored_and_replaced(damage: str, make_config: ConfigFactory,
                                              tmp_path: Path,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
@@ -191,6 +191,9 @@ def test_a_bad_entry_is_ignored_and_replaced(damage: str, make_config: ConfigFac
         entry.symlink_to(elsewhere)
     elif damage == "other_patterns":
         config = config.model_copy(update={"speech_tool_pattern": ["mcp__other__*"]})
+        full = _outcome(config, path, False)
+    elif damage == "other_answer_patterns":
+        config = config.model_copy(update={"answer_tool_pattern": ["mcp__other__poll"]})
         full = _outcome(config, path, False)
     elif damage == "other_engine":  # the scan's code changed, its version number did not
         monkeypatch.setattr(scan_cache, "_engine_digest", lambda: "another engine")

@@ -4,7 +4,8 @@ Leaf = the last user/assistant record in file order; walk `parentUuid` back; cro
 boundary through `logicalParentUuid` (or the record just before the boundary, since that uuid is
 usually a phantom); bridge a missing parent to the newest earlier record at most 5 s older.
 Parallel tool calls branch the graph, so assistant records of an on-branch API message that sit
-off the walked path are recovered by `message.id`.
+off the walked path are recovered by `message.id`, and tool results that hold speech (an
+advisor's answer) hanging off an on-branch record by their parent.
 """
 
 from __future__ import annotations
@@ -116,7 +117,8 @@ def _last_conversation(table: RecordTable, speaking: bytes) -> tuple[int | None,
     return leaf, all(table.is_root(row) for row in compress(range(len(speaking)), speaking))
 
 
-def active_branch(table: RecordTable) -> Branch:
+def active_branch(table: RecordTable, spoken_results: Sequence[int] = ()) -> Branch:
+    """The branch of TABLE; SPOKEN_RESULTS: the rows of tool results that hold speech."""
     in_main = _main_mask(table)
     speaking_mask = _both(in_main, table.kinds.translate(_SPEAKS))
     leaf, unlinked = _last_conversation(table, speaking_mask)
@@ -128,6 +130,7 @@ def active_branch(table: RecordTable) -> Branch:
     walk.run(leaf)
     walk.path.reverse()
     rows = _with_parallel_siblings(table, walk.path, walk.visited)
+    rows = _with_hanging_results(table, rows, spoken_results)
     return Branch(rows, _abandoned(table, speaking_mask, rows), False, walk.bridged,
                   walk.cycle_at)
 
@@ -205,6 +208,29 @@ def _with_parallel_siblings(table: RecordTable, path: array[int],
         if not placed[first]:
             placed[first] = 1
             ordered.extend(_grouped(table, first))
+    return ordered
+
+
+def _with_hanging_results(table: RecordTable, rows: Sequence[int],
+                          spoken: Sequence[int]) -> Sequence[int]:
+    """ROWS with each of SPOKEN (tool results holding speech) that is off them but hangs off
+    one of them (a parallel call's result that is not the last to finish) placed right after
+    its parent."""
+    if not spoken:
+        return rows
+    included = RowSet(len(table), rows)
+    after: dict[int, list[int]] = {}
+    for row in spoken:
+        parent = table.parent_of(row)
+        if not included.flags[row] and parent is not None and parent >= 0 \
+                and included.flags[parent] and not table.flags[row] & SIDECHAIN:
+            after.setdefault(parent, []).append(row)
+    if not after:
+        return rows
+    ordered = array("i")
+    for row in rows:
+        ordered.append(row)
+        ordered.extend(after.get(row, ()))
     return ordered
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import bisect
 import fnmatch
 import hashlib
+import json
 import math
 import re
 import time
@@ -35,9 +36,10 @@ from ..claude_code.record_shapes import (
     is_speech_type,
     user_text,
 )
+from ..defaults import ANSWER_MARK, DEFAULT_ANSWER_TOOLS, DEFAULT_SPEECH_TOOLS
 from ..transcript import reader
 from ..transcript.reader import text_bytes
-from ..transcript.skeleton import BigText, json_size
+from ..transcript.skeleton import BigText, json_size, materialize
 from .arrays import NARROW, IdentityArray, append_wide, extend_wide, narrow
 from .injected import (
     is_channel_message,
@@ -51,6 +53,9 @@ from .tokens import count_cjk
 
 # Marker field our own candidate records carry, so that a candidate read again means the same.
 MARKER = "kaelRebuild"
+# Key of the first candidate record's marker: the session it was rebuilt from (the advisor's hook
+# follows it to find the conversation a lineage started from).
+SOURCE_SESSION = "sourceSessionId"
 
 
 class Role(StrEnum):
@@ -65,6 +70,7 @@ class Origin(StrEnum):
     assistant = "assistant"
     speech_tool = "speech_tool"
     compact_summary = "compact_summary"
+    advisor_answer = "advisor_answer"
 
 
 class Dirt(StrEnum):
@@ -242,6 +248,18 @@ class SpeechStore:
         index = bisect.bisect_left(self.rows.values, row)
         return index if index < len(self.rows) and self.rows[index] == row else -1
 
+    def rows_of(self, origin: Origin) -> list[int]:
+        """The table rows of the records holding an item of ORIGIN (a byte search: few hold
+        one)."""
+        kinds, found = self.kinds, list[int]()
+        for role in ROLES:
+            code = _ROLE_INDEX[role] << 4 | _ORIGIN_INDEX[origin]
+            at = kinds.find(code)
+            while at >= 0:
+                found.append(self.rows[self.owner_of(at)])
+                at = kinds.find(code, at + 1)
+        return sorted(set(found))
+
     def item_range(self, index: int) -> range:
         end = self.first_items[index + 1] if index + 1 < len(self.rows) else len(self.kinds)
         return range(self.first_items[index], end)
@@ -309,8 +327,23 @@ class _Facts:
     marker: dict[str, Any] | None = None
 
 
+@dataclass(slots=True, frozen=True)
+class SpeechRules:
+    """Which tools' traffic is speech: SPEECH_TOOLS' `text` argument (the assistant speaking
+    over a channel) and ANSWER_TOOLS' finished answers (the advisor's, said to the assistant in
+    its turn). Globs of tool names (`speech_tool_pattern`, `answer_tool_pattern`)."""
+
+    speech_tools: tuple[str, ...] = DEFAULT_SPEECH_TOOLS
+    answer_tools: tuple[str, ...] = DEFAULT_ANSWER_TOOLS
+
+    @property
+    def key(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """The rules as plain tuples (what a scan cache entry is keyed by)."""
+        return self.speech_tools, self.answer_tools
+
+
 class SpeechToolMatcher:
-    """Tool names whose `text` argument is the assistant speaking to the user (channel replies)."""
+    """Tool names (globs) whose traffic is speech: see `SpeechRules`."""
 
     def __init__(self, patterns: Iterable[str]) -> None:
         joined = "|".join(fnmatch.translate(pattern) for pattern in patterns)
@@ -318,6 +351,10 @@ class SpeechToolMatcher:
 
     def __call__(self, name: str) -> bool:
         return bool(self._regex and self._regex.match(name))
+
+    def __bool__(self) -> bool:
+        """Whether any name matches at all."""
+        return self._regex is not None
 
 
 def payload_size(value: Any) -> int:
@@ -340,8 +377,22 @@ class Classifier:
     """Reads raw records into a RecordTable plus the speech and snapshot text they hold, and
     adds their runtime bytes to a tally."""
 
-    def __init__(self, speech_tools: SpeechToolMatcher) -> None:
-        self.speech_tools = speech_tools
+    def __init__(self, rules: SpeechRules, *, answer_ids: Iterable[str] = (),
+                 from_start: bool = True) -> None:
+        self.speech_tools = SpeechToolMatcher(rules.speech_tools)
+        self.answer_tools = SpeechToolMatcher(rules.answer_tools)
+        # The ids of the answer tools' calls seen so far (one a poll: few). A tool result does
+        # not name its tool: it names its call's id.
+        self.answer_ids: set[str] = set(answer_ids)
+        # FROM_START false: this reads a later part of the file, so a result whose call it did
+        # not see may answer a call in the part before; one that looks like a finished answer is
+        # taken as one and noted here, for `absorb` to confirm. (Remembering every call instead
+        # would cost memory in proportion to the file; a misread costs a second read, and only
+        # when a tool the rule does not name answers like the advisor.)
+        self.from_start = from_start
+        self.assumed_answers: set[str] = set()
+        # Set by `absorb` when an assumed answer was not one: the scan reads the file again.
+        self.misread_answers = False
         self.table = RecordTable()
         self.speech = SpeechStore()
         self.snapshot_texts: dict[int, SnapshotPart] = {}
@@ -442,6 +493,9 @@ class Classifier:
         self.cwd = later.cwd or self.cwd
         self.session_ids |= later.session_ids
         self.impossible_lines.extend(line + line_offset for line in later.impossible_lines)
+        self.misread_answers = self.misread_answers or later.misread_answers or bool(
+            later.assumed_answers - self.answer_ids)
+        self.answer_ids |= later.answer_ids
 
     def _remember_envelope(self, record: dict[str, Any]) -> None:
         version = record.get("version")
@@ -476,9 +530,29 @@ class Classifier:
         if not results:
             return False
         facts.flags |= TOOL_RESULT
+        answers: list[Speech] = []
         for block in results:
-            self._tool_result(block, tally)
+            answer = None if facts.flags & SIDECHAIN else self._answer(block)
+            if answer is None:
+                self._tool_result(block, tally)
+            else:
+                answers.append(Speech(Role.assistant, answer, Origin.advisor_answer))
+        facts.speech = tuple(answers)
         return True
+
+    def _answer(self, block: dict[str, Any]) -> str | None:
+        """The finished answer an answer tool's result BLOCK holds, or None (see
+        docs/candidate-format.md, "What is speech")."""
+        call = block.get("tool_use_id")
+        if not isinstance(call, str) or block.get("is_error") is True:
+            return None
+        known = call in self.answer_ids
+        if not known and (self.from_start or not self.answer_tools):
+            return None
+        answer = answer_text(materialize(block.get("content")))
+        if answer is not None and not known:
+            self.assumed_answers.add(call)
+        return answer
 
     def _own_record(self, text: str, facts: _Facts, marker: dict[str, Any]) -> None:
         kind = facts.marker_kind
@@ -540,6 +614,7 @@ class Classifier:
             elif isinstance(text, str) and speaks and text.strip():
                 return Speech(Role.assistant, text, Origin.assistant)
         elif block_type == TOOL_USE_BLOCK:
+            self._note_answer_call(block, sidechain)
             speech_text = self._speech_tool_text(block)
             if speech_text is not None and speaks:
                 return Speech(Role.assistant, speech_text, Origin.speech_tool)
@@ -553,6 +628,12 @@ class Classifier:
             self.viewed_original_image = True
             _add(tally, Dirt.image, payload_size(block.get("source")))
         return None
+
+    def _note_answer_call(self, block: dict[str, Any], sidechain: bool) -> None:
+        name, call = block.get("name"), block.get("id")
+        if not sidechain and isinstance(call, str) and isinstance(name, str) \
+                and self.answer_tools(name):
+            self.answer_ids.add(call)
 
     def _speech_tool_text(self, block: dict[str, Any]) -> str | None:
         name = block.get("name")
@@ -582,6 +663,26 @@ class Classifier:
         _add(tally, Dirt.attachment, payload_size(text))
         if kind not in REGENERATED_ATTACHMENTS and text.strip() and not facts.flags & SIDECHAIN:
             facts.snapshot_text = text
+
+
+def answer_text(content: Any) -> str | None:
+    """The words of a tool result's CONTENT when they are a finished answer (they start with
+    ANSWER_MARK), else None. Claude Code hands an MCP tool's structured result `{"result":
+    text}` on as that JSON: the words are its text."""
+    if isinstance(content, list):
+        parts = [block.get("text") for block in content if isinstance(block, dict)]
+        if not parts or not all(isinstance(part, str) for part in parts):
+            return None
+        content = "\n".join(str(part) for part in parts)
+    if not isinstance(content, str):
+        return None
+    if content.startswith("{"):
+        try:
+            structured = json.loads(content)
+        except (ValueError, RecursionError):
+            return None
+        content = structured.get("result") if isinstance(structured, dict) else None
+    return content if isinstance(content, str) and content.startswith(ANSWER_MARK) else None
 
 
 def _typed(record: dict[str, Any], content: Any, text: str, facts: _Facts,

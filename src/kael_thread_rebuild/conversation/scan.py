@@ -13,7 +13,7 @@ import os
 import pickle
 import signal
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, cast
@@ -21,7 +21,7 @@ from typing import BinaryIO, cast
 from ..errors import InputError
 from ..transcript.reader import READ_BUFFER, FileDigest, ReadStats, read_records
 from .arrays import dump_arrays, map_large_blocks
-from .records import Classifier, SpeechToolMatcher
+from .records import Classifier, SpeechRules
 
 PARALLEL_MIN_BYTES = 64 << 20
 SPLIT_PROBE_BYTES = 1 << 20
@@ -44,10 +44,9 @@ AfterScan = Callable[[int, Scan, FileDigest], None]
 
 
 def _classify_range(handle: BinaryIO, start: int, length: int,
-                    speech_tools: SpeechToolMatcher) -> tuple[Classifier, dict[str, int],
-                                                              ReadStats]:
+                    rules: SpeechRules) -> tuple[Classifier, dict[str, int], ReadStats]:
     map_large_blocks()
-    read = Classifier(speech_tools)
+    read = Classifier(rules, from_start=start == 0)
     tally: dict[str, int] = {}
     stats = ReadStats()
     classify = read.classify
@@ -92,7 +91,7 @@ def _read_child(reader: int) -> object:
 
 
 def _second_half(path: Path, fd: int, start: int, size: int,
-                 speech_tools: SpeechToolMatcher) -> tuple[int, int]:
+                 rules: SpeechRules) -> tuple[int, int]:
     """Fork a child that classifies [START, SIZE) and pipes back the pickled result.
 
     The child opens the file the parent has open (through /proc, so a rename in between cannot
@@ -106,7 +105,7 @@ def _second_half(path: Path, fd: int, start: int, size: int,
         try:
             os.close(reader)
             with same_file.open("rb", buffering=READ_BUFFER) as handle:
-                result: object = _classify_range(handle, start, size - start, speech_tools)
+                result: object = _classify_range(handle, start, size - start, rules)
         except BaseException as exc:
             result = OSError(str(exc))
             code = 1
@@ -125,7 +124,7 @@ class SecondHalf:
     """A forked child classifying [start, size) of an open file, joined by `scan`."""
 
     path: Path
-    patterns: tuple[str, ...]
+    rules: SpeechRules
     handle: BinaryIO
     size: int
     start: int
@@ -169,7 +168,7 @@ def _join(scanned: Scan, started: SecondHalf) -> None:
     scanned.stats.absorb(later_stats)
 
 
-def start_second_half(path: Path, patterns: Iterable[str], *, parallel: bool | None = None,
+def start_second_half(path: Path, rules: SpeechRules, *, parallel: bool | None = None,
                       fraction: float = 0.5) -> SecondHalf | None:
     """Fork a child for the part of PATH after FRACTION, when the file is large enough and
     forking is safe; None otherwise (or when the file cannot be opened: `scan` reports it)."""
@@ -184,23 +183,21 @@ def start_second_half(path: Path, patterns: Iterable[str], *, parallel: bool | N
     if split is None:
         handle.close()
         return None
-    words = tuple(patterns)
-    pid, reader = _second_half(path, handle.fileno(), split, size, SpeechToolMatcher(words))
-    return SecondHalf(path.resolve(), words, handle, size, split, pid, reader)
+    pid, reader = _second_half(path, handle.fileno(), split, size, rules)
+    return SecondHalf(path.resolve(), rules, handle, size, split, pid, reader)
 
 
-def scan(path: Path, speech_tool_patterns: Iterable[str], *, parallel: bool | None = None,
+def scan(path: Path, rules: SpeechRules, *, parallel: bool | None = None,
          started: SecondHalf | None = None, resumable: bool = False,
          then: AfterScan | None = None) -> Scan:
     """Classify every record of PATH. STARTED: a child already reading PATH's second part
-    with the same speech-tool patterns (see `interfaces.prestart`); any other is cancelled.
+    with the same speech rules (see `interfaces.prestart`); any other is cancelled.
     RESUMABLE: keep the digest's states (see `FileDigest`); THEN: see `AfterScan`."""
-    patterns = tuple(speech_tool_patterns)
-    if started is not None and (started.path != path.resolve() or started.patterns != patterns):
+    if started is not None and (started.path != path.resolve() or started.rules != rules):
         started.cancel()
         started = None
     if started is None and parallel is not False:
-        started = start_second_half(path, patterns, parallel=parallel)
+        started = start_second_half(path, rules, parallel=parallel)
     if started is not None:
         handle, size, split = started.handle, started.size, started.start
     else:
@@ -209,11 +206,10 @@ def scan(path: Path, speech_tool_patterns: Iterable[str], *, parallel: bool | No
         except OSError as exc:
             raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
         size, split = os.fstat(handle.fileno()).st_size, None
-    speech_tools = SpeechToolMatcher(patterns)
     with handle:
         digest = FileDigest(handle.fileno(), size, resumable=resumable)
         try:
-            read, tally, stats = _classify_range(handle, 0, split or size, speech_tools)
+            read, tally, stats = _classify_range(handle, 0, split or size, rules)
         except OSError as exc:
             if started is not None:
                 started.cancel()
@@ -221,6 +217,12 @@ def scan(path: Path, speech_tool_patterns: Iterable[str], *, parallel: bool | No
         scanned = Scan(read, stats, "", tally)
         if started is not None:
             _join(scanned, started)
+        if scanned.read.misread_answers:  # rare: see `Classifier.absorb`
+            try:
+                read, tally, stats = _classify_range(handle, 0, size, rules)
+            except OSError as exc:
+                raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+            scanned = Scan(read, stats, "", tally)
         scanned.sha256 = digest.hexdigest()
         if then is not None:
             then(handle.fileno(), scanned, digest)

@@ -2,14 +2,14 @@
 so that the next `dirty` or `plan` of the same, grown file reads only the bytes appended since.
 
 An entry is used only when everything that could make it wrong matches: the cache format, the
-engine (its version and the code of its scan), the Python and OpenSSL versions, the speech-tool
-patterns, the file's device and inode, a size at least that of the part already read, and the
-SHA-256 of samples of that part (its first and last 64 KiB and evenly spaced windows between,
-read again each time). Anything else (a file replaced, truncated, rewritten; an entry torn,
-foreign or of another version) means a full scan, whose result replaces the entry; a cache is
-never an error. A torn final line (a write in progress) is never part of what is kept. Entries
-are written atomically, 0600, at most MAX_ENTRY_BYTES each and MAX_ENTRIES in all (the oldest
-go); deleting them is always safe.
+engine (its version and the code of its scan), the Python and OpenSSL versions, the speech rules
+(`speech_tool_pattern`, `answer_tool_pattern`), the file's device and inode, a size at least that
+of the part already read, and the SHA-256 of samples of that part (its first and last 64 KiB and
+evenly spaced windows between, read again each time). Anything else (a file replaced,
+truncated, rewritten; an entry torn, foreign or of another version) means a full scan, whose
+result replaces the entry; a cache is never an error. A torn final line (a write in progress)
+is never part of what is kept. Entries are written atomically, 0600, at most MAX_ENTRY_BYTES
+each and MAX_ENTRIES in all (the oldest go); deleting them is always safe.
 
 An entry is FORMAT, a header line (the file's device, inode, the size read and its samples' digest,
 in plain text), the pickled `ScanState`, and a trailer: the SHA-256 of header and state. The header
@@ -38,7 +38,7 @@ from ..transcript import json_text, reader, sha256_state, skeleton
 from ..transcript.reader import READ_BUFFER, FileDigest, ReadStats, read_records
 from . import arrays, injected, interner, measured, records, table, tokens
 from . import scan as scan_module
-from .records import Classifier
+from .records import Classifier, SpeechRules
 from .scan import Scan, SecondHalf, scan
 
 _SCAN_MODULES = (arrays, injected, interner, json_text, measured, reader, record_shapes, records,
@@ -111,9 +111,9 @@ def _engine_digest() -> str:
     return digest.hexdigest()
 
 
-def _key(status: os.stat_result, patterns: tuple[str, ...]) -> tuple[Any, ...]:
+def _key(status: os.stat_result, rules: SpeechRules) -> tuple[Any, ...]:
     return (__version__, _engine_digest(), sys.version_info[:2],
-            sha256_state.library_version(), patterns, status.st_dev, status.st_ino)
+            sha256_state.library_version(), rules.key, status.st_dev, status.st_ino)
 
 
 def _samples(fd: int, size: int) -> str:
@@ -229,16 +229,16 @@ def _load(entry: Path, key: tuple[Any, ...], fd: int, size: int) -> ScanState | 
     return state
 
 
-def _save(entry: Path, patterns: tuple[str, ...], fd: int, scanned: Scan,
+def _save(entry: Path, rules: SpeechRules, fd: int, scanned: Scan,
           digest: FileDigest) -> None:
     """Keep what SCANNED read from FD's complete lines (never the torn last one); a cache that
     cannot be written is no error."""
     with contextlib.suppress(OSError, KaelError, _TooLarge, pickle.PicklingError, TypeError,
                              RecursionError):
-        _write(entry, patterns, fd, scanned, digest)
+        _write(entry, rules, fd, scanned, digest)
 
 
-def _write(entry: Path, patterns: tuple[str, ...], fd: int, scanned: Scan,
+def _write(entry: Path, rules: SpeechRules, fd: int, scanned: Scan,
            digest: FileDigest) -> None:
     stats = scanned.stats
     read_to = stats.bytes_read - stats.torn_bytes
@@ -249,7 +249,7 @@ def _write(entry: Path, patterns: tuple[str, ...], fd: int, scanned: Scan,
                      list(stats.unreadable_lines))
     status = os.fstat(fd)
     samples = _samples(fd, read_to)
-    state = ScanState(_key(status, patterns), read_to, samples, *resume, scanned.read,
+    state = ScanState(_key(status, rules), read_to, samples, *resume, scanned.read,
                       dict(scanned.tally), kept)
     entry.parent.mkdir(mode=0o700, exist_ok=True)
     with atomic_writer(entry, 0o600) as target:
@@ -268,7 +268,7 @@ def _prune(cache_dir: Path) -> None:
         old.unlink(missing_ok=True)
 
 
-def _resume(path: Path, patterns: tuple[str, ...], entry: Path) -> Scan | None:
+def _resume(path: Path, rules: SpeechRules, entry: Path) -> Scan | None:
     """The scan of PATH from its entry and the bytes after it, or None when there is none."""
     try:
         handle = path.open("rb", buffering=READ_BUFFER)
@@ -277,7 +277,7 @@ def _resume(path: Path, patterns: tuple[str, ...], entry: Path) -> Scan | None:
     with handle:
         fd = handle.fileno()
         status = os.fstat(fd)
-        state = _load(entry, _key(status, patterns), fd, status.st_size)
+        state = _load(entry, _key(status, rules), fd, status.st_size)
         if state is None:
             return None
         size = status.st_size
@@ -290,26 +290,24 @@ def _resume(path: Path, patterns: tuple[str, ...], entry: Path) -> Scan | None:
             read.classify(line + stats.lines, record, length, offset, tally)
         stats.absorb(later)
         scanned = Scan(read, stats, digest.hexdigest(), tally)
-        _save(entry, patterns, fd, scanned, digest)
+        _save(entry, rules, fd, scanned, digest)
         return scanned
 
 
-def cached_scan(path: Path, speech_tool_patterns: tuple[str, ...] | list[str],
-                cache_dir: Path | None, *, parallel: bool | None = None,
-                started: SecondHalf | None = None) -> Scan:
+def cached_scan(path: Path, rules: SpeechRules, cache_dir: Path | None, *,
+                parallel: bool | None = None, started: SecondHalf | None = None) -> Scan:
     """`scan`, taken up from CACHE_DIR's entry for PATH when it matches (see the module), and
     the entry renewed. CACHE_DIR None (no state dir), or no resumable SHA-256: a plain scan."""
-    patterns = tuple(speech_tool_patterns)
     if not caches(cache_dir):
-        return scan(path, patterns, parallel=parallel, started=started)
+        return scan(path, rules, parallel=parallel, started=started)
     entry = entry_path(cache_dir, path)
     try:
-        resumed = _resume(path, patterns, entry)
+        resumed = _resume(path, rules, entry)
     except (OSError, ValueError):  # an entry that cannot be taken up is no entry
         resumed = None
     if resumed is not None:
         if started is not None:
             started.cancel()
         return resumed
-    return scan(path, patterns, parallel=parallel, started=started, resumable=True,
-                then=functools.partial(_save, entry, patterns))
+    return scan(path, rules, parallel=parallel, started=started, resumable=True,
+                then=functools.partial(_save, entry, rules))

@@ -13,15 +13,16 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..transcript.reader import read_line, text_bytes
-from .records import Classifier, SpeechToolMatcher, words_match
+from .records import Classifier, SpeechRules, words_match
 from .turns import Item
 
 
-def iter_texts(path: Path, items: Iterable[Item],
-               speech_tool_patterns: Iterable[str]) -> Iterator[str]:
+def iter_texts(path: Path, items: Iterable[Item], rules: SpeechRules,
+               answer_ids: Iterable[str]) -> Iterator[str]:
     """The words of ITEMS, in order, one at a time (only the current line is held); refuses
-    when the file no longer holds them verbatim."""
-    speech_of = Classifier(SpeechToolMatcher(speech_tool_patterns)).speech_of
+    when the file no longer holds them verbatim. ANSWER_IDS: the answer tools' calls the scan
+    saw (a result line names only its call)."""
+    speech_of = Classifier(rules, answer_ids=answer_ids).speech_of
     offset, said = -1, list[str]()
     try:
         with path.open("rb") as handle:
@@ -41,6 +42,7 @@ def iter_texts(path: Path, items: Iterable[Item],
         raise InputError(f"cannot read {path} again: {exc}") from None
 
 
-def read_texts(path: Path, items: Iterable[Item], speech_tool_patterns: Iterable[str]) -> list[str]:
+def read_texts(path: Path, items: Iterable[Item], rules: SpeechRules,
+               answer_ids: Iterable[str]) -> list[str]:
     """The words of ITEMS, in order, as a list (for a few items: see `iter_texts`)."""
-    return list(iter_texts(path, items, speech_tool_patterns))
+    return list(iter_texts(path, items, rules, answer_ids))

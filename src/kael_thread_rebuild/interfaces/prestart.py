@@ -17,9 +17,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..conversation.records import SpeechRules
 from ..conversation.scan import SecondHalf, start_second_half
 from ..conversation.scan_cache import will_take_up
-from ..defaults import DEFAULT_SPEECH_TOOLS
+from ..defaults import DEFAULT_ANSWER_TOOLS, DEFAULT_SPEECH_TOOLS
 from ..errors import KaelError
 from ..paths import locate_transcript
 from ..state_layout import config_path as named_config
@@ -52,7 +53,9 @@ def prestart(words: Sequence[str]) -> SecondHalf | None:
         data = peek_config(config_path)
         project = Path(str(data["project_dir"])).expanduser()
         patterns = data.get("speech_tool_pattern", list(DEFAULT_SPEECH_TOOLS))
-        if not project.is_absolute() or not isinstance(patterns, list):
+        answers = data.get("answer_tool_pattern", list(DEFAULT_ANSWER_TOOLS))
+        if not project.is_absolute() or not isinstance(patterns, list) \
+                or not isinstance(answers, list):
             return None
         path = locate_transcript(project, known.transcript)
         if known.command in CACHED_COMMANDS and _cached(data, path):
@@ -63,8 +66,8 @@ def prestart(words: Sequence[str]) -> SecondHalf | None:
         size = path.stat().st_size
     except OSError:
         return None
-    return start_second_half(path, [str(p) for p in patterns],
-                             fraction=child_share_starts_at(size))
+    rules = SpeechRules(tuple(str(p) for p in patterns), tuple(str(p) for p in answers))
+    return start_second_half(path, rules, fraction=child_share_starts_at(size))
 
 
 def _cached(data: dict[str, Any], path: Path) -> bool:
