@@ -9,6 +9,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
+from kael_thread_rebuild.defaults import ANSWER_MARK
 from kael_thread_rebuild.errors import one_line
 
 from . import runner
@@ -17,7 +18,7 @@ from .modes import with_mode
 from .registry import Consultation, Registry
 from .stream import Transcript
 from .table import Binding, BindingTable, Table
-from .windows import current_session
+from .windows import current_conversation
 
 PROGRESS_SECONDS = 2.0
 
@@ -54,7 +55,7 @@ class Advisor:
     # -- which binding ---------------------------------------------------------------------------
 
     def conversation(self) -> str:
-        return current_session(self.project, self.sessions)
+        return current_conversation(self.project, self.sessions)
 
     def _key(self, table: Table, task_id: str | None) -> str:
         return table.find(task_id)[0] if task_id else self.conversation()
@@ -239,7 +240,8 @@ class Advisor:
 
 
 def _answer(consultation: Consultation) -> str:
-    parts = [f"✅ consultation #{consultation.id} ({consultation.elapsed:.0f} s):",
+    # ANSWER_MARK starts it: what a rebuild carries as words said (the engine's rule).
+    parts = [f"{ANSWER_MARK}{consultation.id} ({consultation.elapsed:.0f} s):",
              consultation.answer or "(the advisor gave no text)"]
     notes = []
     if consultation.tools:

@@ -1,5 +1,7 @@
 """The binding table `<project>/.agent/advisor-tasks.json`: which Kimi session each Claude Code
-conversation talks to, keyed by the Claude Code session id.
+conversation talks to, keyed by the conversation: the session id its rebuild lineage started from
+(`windows.Window.conversation`), so a switch to a rebuilt session and a rollback both reach the
+same binding.
 
 Every change takes the table's file lock, reads the table again from disk, changes it and
 writes it atomically, so several servers (two windows on one project) never lose each other's
@@ -30,7 +32,8 @@ T = TypeVar("T")
 
 
 class Binding(BaseModel):
-    """One Claude Code conversation's advisor task."""
+    """One Claude Code conversation's advisor task. CLAUDE_SESSION: the conversation's key (the
+    session its rebuild lineage started from)."""
 
     claude_session: str
     name: str

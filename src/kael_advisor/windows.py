@@ -1,5 +1,7 @@
 """Which Claude Code conversation the server serves now: the hook's window files whose cwd is
-the server's project or an ancestor or descendant of it, the newest by mtime.
+the server's project or an ancestor or descendant of it, the newest by mtime. A window's
+conversation is the session its rebuild lineage started from (the hook finds it), else its own
+session id.
 
 A stale file left by a crash is always older than the live window's, so no timeout is needed;
 two windows on one project write two files, and the one that spoke last is the one consulting.
@@ -22,6 +24,7 @@ class Window:
     session_id: str
     cwd: Path
     mtime: float
+    conversation: str
 
 
 def _related(one: Path, other: Path) -> bool:
@@ -42,7 +45,10 @@ def read_window(path: Path) -> Window | None:
     if not isinstance(session_id, str) or not session_id or not isinstance(cwd, str) \
             or not cwd.startswith("/"):
         return None
-    return Window(session_id, Path(cwd), mtime)
+    conversation = data.get("conversation")
+    if not isinstance(conversation, str) or not conversation:
+        conversation = session_id  # written before the hook knew lineages
+    return Window(session_id, Path(cwd), mtime, conversation)
 
 
 def windows(project: Path, directory: Path | None = None) -> list[Window]:
@@ -53,12 +59,12 @@ def windows(project: Path, directory: Path | None = None) -> list[Window]:
     return sorted(found, key=lambda window: window.mtime, reverse=True)
 
 
-def current_session(project: Path, directory: Path | None = None) -> str:
-    """The Claude Code session id of the window on PROJECT that spoke last."""
+def current_conversation(project: Path, directory: Path | None = None) -> str:
+    """The conversation of the window on PROJECT that spoke last (the key of its binding)."""
     found = windows(project, directory)
     if not found:
         where = directory or sessions_dir()
         raise AdvisorError(
             f"no Claude Code conversation found for {project} in {where}: is kael-advisor-hook "
             "installed as a UserPromptSubmit hook? (or name a task with task_id)")
-    return found[0].session_id
+    return found[0].conversation

@@ -22,7 +22,6 @@ from tests.drill import procs
 from tests.support.advisor_claude import (
     AdvisorPlace,
     StreamClaude,
-    advisor_script,
     make_advisor_place,
 )
 from tests.support.claude_env import (
@@ -42,27 +41,6 @@ pytestmark = [
     pytest.mark.skipif(not claude_available(), reason="the Claude Code binary is not installed"),
     pytest.mark.skipif(not kimi_available(), reason="the Kimi Code CLI is not installed"),
 ]
-
-#: `claude -p` cannot ask: the advisor's tools are all allowed there.
-ALLOW_ALL = {"allow": ["mcp__advisor-mcp"]}
-
-
-@pytest.fixture
-def claude_api() -> Iterator[StandinAPI]:
-    with StandinAPI(advisor_script) as api:
-        yield api
-
-
-@pytest.fixture
-def kimi_api() -> Iterator[StandinOpenAI]:
-    with StandinOpenAI() as api:
-        yield api
-
-
-@pytest.fixture
-def place(tmp_path: Path, claude_api: StandinAPI, kimi_api: StandinOpenAI) -> AdvisorPlace:
-    return make_advisor_place(tmp_path, claude_api.url, kimi_api.url, permissions=ALLOW_ALL)
-
 
 def results(stdout: str) -> dict[str, list[str]]:
     """The tool results the scripted model quoted at the end of its turn, by tool."""

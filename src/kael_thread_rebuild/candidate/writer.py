@@ -19,7 +19,7 @@ from typing import Any
 
 from .. import __version__
 from ..config import Config
-from ..conversation.records import MARKER, Origin, Role, wrap_snapshot
+from ..conversation.records import MARKER, SOURCE_SESSION, Origin, Role, wrap_snapshot
 from ..conversation.turns import Item
 from ..fsutil import AtomicFile
 from ..paths import MANIFEST_SUFFIX
@@ -86,6 +86,7 @@ class _Builder:
 
     def __init__(self, plan: Plan, config: Config, session_id: str, now: datetime) -> None:
         self.session_id = session_id
+        self.source_session_id = plan.report.source_session_id
         self.cwd = str(config.claude_workdir) if config.claude_workdir else (plan.cwd or "")
         self.version = plan.report.claude_code_version or f"kael-thread-rebuild {__version__}"
         self.model = plan.model or "claude"
@@ -114,6 +115,8 @@ class _Builder:
             "timestamp": _iso(moment),
             MARKER: {"kind": kind.value, **marker},
         }
+        if position == 0:  # the lineage: which session this one was rebuilt from
+            record[MARKER][SOURCE_SESSION] = self.source_session_id
         if item is not None and item.source_timestamp:
             record["sourceTimestamp"] = item.source_timestamp
         if role is Role.user:
