@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import yaml
 
 from kael_thread_rebuild.config import Config
 from tests.drill import procs
@@ -43,6 +44,7 @@ INSTALLED = {"kael-run": WRAPPER, "kael-hook": "/usr/local/bin/kael-hook",
              "run-doctor.sh": f"{LIBEXEC}/run-doctor.sh"}
 DOCKER_SOCKET = "/var/run/docker.sock"
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+VENV_BIN = engine.REPO / ".venv" / "bin"
 
 
 def household_image() -> str:
@@ -94,6 +96,29 @@ class SudoHousehold:
         except orjson.JSONDecodeError:
             raise RuntimeError(f"run-doctor.sh gave no report: {done!r}") from None
         return {check["name"]: check for check in report["checks"]}
+
+    def play(self, work: Path, plays: list[dict[str, Any]], variables: Mapping[str, Any],
+             *options: str, name: str = "vars") -> subprocess.CompletedProcess[str]:
+        """PLAYS run by Ansible as root in the household over Docker's connection, with the
+        extra VARIABLES (written to WORK/NAME.json) and ansible-playbook's OPTIONS; its files
+        and Ansible's own under WORK."""
+        inventory = work / "inventory.yml"
+        inventory.write_text(yaml.safe_dump({"household": {"hosts": {self.name: {
+            "ansible_connection": "community.docker.docker",
+            "ansible_python_interpreter": "/usr/bin/python3"}}}}))
+        play = work / "play.yml"
+        play.write_text(yaml.safe_dump(plays))
+        extra = work / f"{name}.json"
+        extra.write_text(orjson.dumps(dict(variables)).decode())
+        env = {key: value for key, value in os.environ.items() if not key.startswith("ANSIBLE_")}
+        env.update({"ANSIBLE_CONFIG": str(engine.REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1",
+                    "ANSIBLE_PIPELINING": "1", "ANSIBLE_HOME": str(work / "ansible-home"),
+                    "ANSIBLE_LOCAL_TEMP": str(work / "ansible-local"),
+                    "PATH": f"{VENV_BIN}:{env.get('PATH', '/usr/bin:/bin')}"})
+        return subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", str(inventory),
+                               str(play), "-e", f"@{extra}", *options], cwd=engine.REPO,
+                              env=env, capture_output=True, text=True, timeout=900,
+                              check=False)
 
     def join_docker_group(self) -> None:
         """What an earlier install did: the Claude user in the group that owns the socket."""

@@ -16,8 +16,6 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from kael_advisor.runner import agent_file
 from tests.advisor.test_image import ADVISOR_IMAGE_ENV
 from tests.support.claude_env import find_claude_binary
@@ -27,7 +25,6 @@ from . import engine
 from .sudo_household import LIBEXEC, PATH, UID, USER, WRAPPER, SudoHousehold, sudo_household
 
 REPO = engine.REPO
-VENV_BIN = REPO / ".venv" / "bin"
 MCP_COMMAND = REPO / "image" / "advisor" / "mcp-command.sh"
 PLAY = [{"hosts": "household", "gather_facts": True, "gather_subset": ["min"],
          "roles": ["kael_doctor"]}]
@@ -90,26 +87,6 @@ def _wire(tmp_path: Path, home: SudoHousehold, image: str) -> dict[str, Any]:
                 "base_url": "http://127.0.0.1:9/v1", "model": "m", "api_key": STANDIN_KEY}}]}
 
 
-def _play(tmp_path: Path, home: SudoHousehold,
-          variables: dict[str, Any]) -> subprocess.CompletedProcess[str]:
-    inventory = tmp_path / "inventory.yml"
-    inventory.write_text(yaml.safe_dump({"household": {"hosts": {home.name: {
-        "ansible_connection": "community.docker.docker",
-        "ansible_python_interpreter": "/usr/bin/python3"}}}}))
-    play = tmp_path / "play.yml"
-    play.write_text(yaml.safe_dump(PLAY))
-    extra = tmp_path / "vars.json"
-    extra.write_text(json.dumps(variables))
-    env = {key: value for key, value in os.environ.items() if not key.startswith("ANSIBLE_")}
-    env.update({"ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1",
-                "ANSIBLE_PIPELINING": "1", "ANSIBLE_HOME": str(tmp_path / "ansible-home"),
-                "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-local"),
-                "PATH": f"{VENV_BIN}:{env.get('PATH', '/usr/bin:/bin')}"})
-    return subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", str(inventory), str(play),
-                           "-e", f"@{extra}"], cwd=REPO, env=env, capture_output=True,
-                          text=True, timeout=600, check=False)
-
-
 def _lines(out: str) -> dict[str, str]:
     """The doctor's printed lines by check: `household: advisor STATUS  NAME  DETAIL`."""
     found = re.findall(rf'"{USER}: advisor (ok|warn|fail)  (\w+)  ', out)
@@ -122,17 +99,22 @@ def test_the_doctor_role_runs_the_advisors_checks_and_fails_without_the_rule(
     with sudo_household(tmp_path, appliance, find_claude_binary()) as home:
         variables = _wire(tmp_path, home, image)
 
-        green = _play(tmp_path, home, variables)
+        green = home.play(tmp_path, PLAY, variables)
         print(green.stdout[-4000:])
         assert green.returncode == 0, green.stdout[-6000:] + green.stderr[-2000:]
         # No Claude Code of the user runs here: a warning, no failure.
         assert _lines(green.stdout) == {**dict.fromkeys(ORDER, "ok"), "loaded": "warn"}, \
             green.stdout[-6000:]
         assert f"{USER}: the advisor's doctor is green" in green.stdout
+        # The CLI in the image is the version .ci/versions.env pins.
+        pinned = re.search(r"^KIMI_CODE_VERSION=(\S+)$", (REPO / ".ci" / "versions.env")
+                           .read_text(), re.MULTILINE)
+        assert pinned and f"kimi  /opt/kimi-code/bin/kimi {pinned[1]} (pinned {pinned[1]})" \
+            in green.stdout
         assert STANDIN_KEY not in green.stdout + green.stderr
 
         home.run("rm", f"/etc/sudoers.d/kael-advisor-{USER}")
-        red = _play(tmp_path, home, variables)
+        red = home.play(tmp_path, PLAY, variables)
         print(red.stdout[-3000:])
         assert red.returncode != 0
         assert _lines(red.stdout)["wrapper"] == "fail", red.stdout[-6000:]

@@ -7,12 +7,9 @@ user, connects to the MCP server (`claude mcp list`); unwiring removes the rule 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from kael_thread_rebuild.config import Activation, Config
 from kael_thread_rebuild.doctor.host import check_claude_access
@@ -34,8 +31,6 @@ from .sudo_household import (
 )
 from .test_least_privilege import DENIED
 
-REPO = engine.REPO
-VENV_BIN = REPO / ".venv" / "bin"
 ETC = "/etc/kael-thread-rebuild"
 PLAY = [{"hosts": "household", "gather_facts": True, "roles": ["kael_claude"]}]
 #: What the installer's doctor role gathers of the Claude user's access, saved as JSON in ACCESS.
@@ -53,26 +48,12 @@ def _playbook(tmp_path: Path, home: SudoHousehold, item: dict[str, Any], state: 
               **more: Any) -> subprocess.CompletedProcess[str]:
     """PLAY_TEXT run by Ansible as root in the household over Docker's connection, for ITEM (what
     kael_detect found) in STATE, with the extra variables MORE."""
-    inventory = tmp_path / "inventory.yml"
-    inventory.write_text(yaml.safe_dump({"household": {"hosts": {home.name: {
-        "ansible_connection": "community.docker.docker",
-        "ansible_python_interpreter": "/usr/bin/python3"}}}}))
-    play = tmp_path / "play.yml"
-    play.write_text(yaml.safe_dump(play_text))
-    extra = tmp_path / f"vars-{state}.json"
-    extra.write_text(json.dumps({
+    return home.play(tmp_path, play_text, {
         "access": str(tmp_path / "access.json"),
         "kael_detect_found": [item], "kael_claude_state": state,
         "kael_image_dir": str(engine.IMAGE_DIR), "kael_image": home.appliance.image,
-        "kael_remove_from_docker_group": True, "kael_install_sudo": False, **more}))
-    env = {key: value for key, value in os.environ.items() if not key.startswith("ANSIBLE_")}
-    env.update({"ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1",
-                "ANSIBLE_PIPELINING": "1", "ANSIBLE_HOME": str(tmp_path / "ansible-home"),
-                "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-local"),
-                "PATH": f"{VENV_BIN}:{env.get('PATH', '/usr/bin:/bin')}"})
-    return subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", str(inventory), str(play),
-                           "-e", f"@{extra}"], cwd=REPO, env=env, capture_output=True,
-                          text=True, timeout=600, check=False)
+        "kael_remove_from_docker_group": True, "kael_install_sudo": False, **more},
+        name=f"vars-{state}")
 
 
 def _doctor_sees(tmp_path: Path, home: SudoHousehold, item: dict[str, Any],
