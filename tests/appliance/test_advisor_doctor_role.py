@@ -113,6 +113,10 @@ def test_the_doctor_role_runs_the_advisors_checks_and_fails_without_the_rule(
             in green.stdout
         assert STANDIN_KEY not in green.stdout + green.stderr
 
+        # Check mode where the installer left no record (a fresh host): nothing is examined.
+        fresh = home.play(tmp_path, PLAY, variables, "--check")
+        assert fresh.returncode == 0 and _lines(fresh.stdout) == {}, fresh.stdout[-6000:]
+
         home.run("rm", f"/etc/sudoers.d/kael-advisor-{USER}")
         red = home.play(tmp_path, PLAY, variables)
         print(red.stdout[-3000:])
