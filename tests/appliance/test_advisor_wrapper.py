@@ -18,9 +18,10 @@ import orjson
 import pytest
 
 from tests.advisor.test_image import ADVISOR_IMAGE_ENV, FIVE
+from tests.support.claude_env import find_claude_binary
 
 from . import engine
-from .sudo_household import LIBEXEC, UID, USER, WRAPPER, SudoHousehold, sudo_household
+from .sudo_household import LIBEXEC, PATH, UID, USER, WRAPPER, SudoHousehold, sudo_household
 from .test_least_privilege import DENIED
 
 MCP_COMMAND = engine.REPO / "image" / "advisor" / "mcp-command.sh"
@@ -95,7 +96,7 @@ def advisor(tmp_path: Path, appliance: engine.Instance) -> Any:
     for folder, _, files in os.walk(user_home):
         for path in [folder, *(os.path.join(folder, name) for name in files)]:
             os.chown(path, UID, UID)
-    with sudo_household(tmp_path, appliance) as home:
+    with sudo_household(tmp_path, appliance, find_claude_binary()) as home:
         found = Advisor(home, user_home, project, image)
         found.write_argv()
         found._root_file(ROOTS, f"{user_home}\n")
@@ -170,6 +171,22 @@ def test_the_advisor_answers_through_the_wrapper_and_nothing_of_the_caller_reach
              advisor.home.as_claude("sudo", "-n", "-l").stdout.decode().splitlines()
              if "NOPASSWD" in line]
     assert rules == [f"(root) NOPASSWD: {WRAPPER} advisor {USER}"], rules
+
+
+def test_the_real_claude_code_connects_to_the_advisor_through_the_wrapper(
+        advisor: Advisor) -> None:
+    """Registered as the installer registers it (user scope), the real Claude Code as the user
+    starts the server through sudo and the wrapper, in the project it runs in."""
+    env = {"HOME": str(advisor.user_home), "PATH": PATH,
+           "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
+    added = advisor.home.as_claude("claude", "mcp", "add", "-s", "user", "advisor-mcp", "--",
+                                   *ADVISOR, env=env, workdir=advisor.user_home)
+    assert added.returncode == 0, added
+    listed = advisor.home.as_claude("claude", "mcp", "list", env=env, workdir=advisor.project)
+    shown = f"advisor-mcp: {' '.join(ADVISOR)} - ✔ Connected"
+    assert shown in listed.stdout.decode(), listed
+    print(shown)
+    assert (advisor.project / ".agent").stat().st_uid == UID
 
 
 def test_the_wrapper_refuses_a_project_that_is_not_the_callers_own_under_its_roots(
