@@ -64,7 +64,8 @@ def load_module_utils(name: str) -> ModuleType:
 
 
 def load_library(name: str) -> ModuleType:
-    for utils in (*INDEPENDENT, "kael_procs", "kael_settings", "kael_user_files"):
+    for utils in (*INDEPENDENT, "kael_procs", "kael_settings", "kael_user_files",
+                  "kael_file_write", "kael_settings_block", "kael_marked"):
         load_module_utils(utils)
     spec = importlib.util.spec_from_file_location(f"kael_library_{name}",
                                                   ROLE / "library" / f"{name}.py")
