@@ -18,16 +18,16 @@ DOCUMENTATION = r"""
 module: claude_settings_block
 short_description: Add or remove a block of rules, env and hooks in Claude Code's settings.json
 description:
-  - With O(state=present), adds to C(settings.json) what O(block) holds and the file lacks: the
+  - With O(state=present), adds to C(settings.json) what O(block) holds and the file lacks, i.e. the
     rules of C(block.permissions.allow) and C(block.permissions.ask), the variables of
     C(block.env) (one the user set to another value is left as found, with a warning), and the
     hook groups of C(block.hooks.EVENT), each appended as its own group after the user's (a group
     of ours with another spelling, found by its command, is replaced). The block is what
     C(kael-advisor pieces --json) prints as C(settings).
-  - The text is spliced, never re-serialised (kael_settings' editor): every byte outside our
+  - The text is spliced, never re-serialised (kael_settings' editor); every byte outside our
     entries stays as it was.
   - What O(state=present) added is kept in O(record). With O(state=absent), only that is
-    removed: our hook groups, the rules and variables it added (a variable the user changed
+    removed; our hook groups, the rules and variables it added (a variable the user changed
     since is left, with a warning), and a container it created (C(permissions),
     C(permissions.allow), C(permissions.ask), C(env), C(hooks), C(hooks.EVENT)) when nothing else
     is in it, back to C(null) if it was C(null). Install then uninstall gives the file back byte

@@ -23,14 +23,14 @@ DOCUMENTATION = r"""
 module: kimi_config
 short_description: The advisor's provider and model in the Kimi Code CLI's config.toml
 description:
-  - With O(state=present), puts two marked blocks into C($KIMI_CODE_HOME/config.toml): first in
+  - With O(state=present), puts two marked blocks into C($KIMI_CODE_HOME/config.toml), first in
     the file C(default_model = NAME) and C(telemetry = false) (top-level keys must come before
     any table), last C([providers.NAME]) (O(type), O(base_url), O(api_key)), C([models.NAME])
     (C(provider), O(model), O(max_context_size)) and C([model_catalog] refresh_on_start = false),
     so the CLI neither reports nor fetches anything beyond the provider. Every other byte of the
     user's file stays; a key the user set already (C(telemetry), C([model_catalog])) is left as
     the user set it, with a warning where it differs. A C(default_model), C([providers.NAME]) or
-    C([models.NAME]) of the user's is refused (nothing written): the advisor would not be the
+    C([models.NAME]) of the user's is refused (nothing written); the advisor would not be the
     one configured.
   - With O(state=absent), removes both blocks; the file is as it was before, byte for byte, or
     gone if install created it and nothing else is in it.
