@@ -9,6 +9,7 @@ finished answers.
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from kael_thread_rebuild.conversation import scan as scan_module
 from kael_thread_rebuild.conversation.records import Origin, Role
 from kael_thread_rebuild.conversation.scan import start_second_half
 from kael_thread_rebuild.plan import Plan, build_plan, speech_rules
+from kael_thread_rebuild.transcript.reader import LONG_LINE
 from tests.conftest import ConfigFactory
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "advisor" / "consult-twice.jsonl"
@@ -138,3 +140,29 @@ def test_the_candidate_carries_them_and_a_rebuild_of_it_too(
     again = build_plan(config, made.candidate_path, parallel=False)
     assert _answers(again) == ANSWERS
     assert again.texts() == plan.texts()
+
+
+def test_an_answer_on_a_long_line_is_read_whole_on_every_path(
+        make_config: ConfigFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A line past the reader's long-line size keeps its long strings undecoded: the answer's
+    is decoded, by the reader that knows its call and by the one that assumes it."""
+    config = make_config()
+    path = config.project_dir / FIXTURE.name
+    huge = "✅ consultation #t2 (4 s):\n\n" + "长" * (3 << 20)  # 9 MiB of UTF-8
+    lines = FIXTURE.read_bytes().splitlines(keepends=True)
+    at = next(n for n, line in enumerate(lines)
+              if b'"type":"tool_result"' in line and b"#t2 (4 s)" in line)
+    record = json.loads(lines[at])
+    record["message"]["content"][0]["content"] = json.dumps({"result": huge},
+                                                            ensure_ascii=False)
+    lines[at] = json.dumps(record, ensure_ascii=False).encode() + b"\n"
+    path.write_bytes(b"".join(lines))
+    assert len(lines[at]) > LONG_LINE
+    single = build_plan(config, path, parallel=False)
+    assert _answers(single) == [ANSWERS[0], huge]
+    monkeypatch.setattr(scan_module, "PARALLEL_MIN_BYTES", 0)
+    start = sum(len(line) for line in lines[:at])
+    started = start_second_half(path, speech_rules(config), parallel=True,
+                                fraction=(start - 0.5) / path.stat().st_size)
+    assert started is not None and started.start == start
+    assert _outcome(build_plan(config, path, started=started)) == _outcome(single)

@@ -549,7 +549,10 @@ class Classifier:
         known = call in self.answer_ids
         if not known and (self.from_start or not self.answer_tools):
             return None
-        answer = answer_text(materialize(block.get("content")))
+        content = block.get("content")
+        if not known and not _may_answer(content):
+            return None  # most results: not decoded nor parsed only to be ruled out
+        answer = answer_text(materialize(content))
         if answer is not None and not known:
             self.assumed_answers.add(call)
         return answer
@@ -663,6 +666,22 @@ class Classifier:
         _add(tally, Dirt.attachment, payload_size(text))
         if kind not in REGENERATED_ATTACHMENTS and text.strip() and not facts.flags & SIDECHAIN:
             facts.snapshot_text = text
+
+
+# The mark's ASCII part, which no escaping changes, and how far into a result it must start.
+_MARK_WORDS = ANSWER_MARK.encode("ascii", "ignore").strip()
+_MARK_WITHIN = 64
+
+
+def _may_answer(content: Any) -> bool:
+    """Whether a tool result's CONTENT may be a finished answer, by the first bytes of its
+    first text only (a long one is not decoded for it)."""
+    if isinstance(content, list):
+        first = content[0] if content and isinstance(content[0], dict) else {}
+        content = first.get("text")
+    if type(content) is BigText:
+        return _MARK_WORDS in content.head(_MARK_WITHIN)
+    return isinstance(content, str) and _MARK_WORDS.decode() in content[:_MARK_WITHIN]
 
 
 def answer_text(content: Any) -> str | None:

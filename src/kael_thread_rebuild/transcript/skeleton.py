@@ -40,6 +40,10 @@ class BigText:
         self.fd, self.offset, self.length = fd, offset, length
         self.utf8_bytes, self.json_bytes = utf8_bytes, json_bytes
 
+    def head(self, size: int) -> bytes:
+        """The first SIZE bytes of its body as the line has them (escapes not decoded)."""
+        return os.pread(self.fd, min(size, self.length), self.offset)
+
     def text(self) -> str:
         """The decoded string, read again from the file."""
         body = bytearray(self.length + 2)
