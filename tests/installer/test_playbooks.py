@@ -133,6 +133,11 @@ def test_converge_rerun_repair_and_uninstall(tmp_path: Path, household: Househol
     assert f'"resume_command: [\\"{claude}\\", \\"--resume\\", \\"{{session_id}}\\", ' \
            '\\"--channels\\"' in first.out  # shown in the play output
     assert f"{name}: doctor green" in first.out
+    # The live Claude Code started before our MCP server was registered: the play gives the
+    # reload of this instance (no appliance: the engine on the host, as the Claude user).
+    reload = f"{engine} --config {tmp_path}/etc/{name}.toml reload --confirm RELOAD"
+    assert f"{name}: the running Claude Code has not loaded the MCP server" in first.out
+    assert reload in first.out, first.out[-4000:]
     config = load_config(tmp_path / "etc" / f"{name}.toml")
     assert config.resume_command == [claude, "--resume", "{session_id}", *INCIDENT_FLAGS]
     assert config.activation.value == "tmux" and config.tmux_target == "DO-NOT-CREATE-cc:0.0"
