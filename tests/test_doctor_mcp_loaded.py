@@ -79,7 +79,7 @@ def test_a_server_registered_while_claude_code_runs_warns_until_it_restarts(
             check = loaded(config)
             assert check.ok and check.warning and not check.skipped, check
             assert f"does not run the MCP server {SERVER_NAME!r}" in check.detail
-            assert "--continue" in check.fix and "same pane" in check.fix
+            assert "reload --confirm RELOAD" in check.fix and "same session" in check.fix
             assert "mcp_loaded" in [c.name for c in run_doctor(config).checks if c.warning]
         with TmuxClaude(env) as tui:  # restarted: it loads the server at start
             tui.wait_for("❯", timeout=60)

@@ -48,14 +48,11 @@ class McpCommand(BaseModel):
 
 
 def restart_fix(config: Config) -> str:
-    """How the household restarts its Claude Code so that it loads the MCP server, keeping the
-    conversation."""
-    if config.activation is Activation.systemd:
-        return (f"write the running session's id into the unit's pointer file, then restart "
-                f"{config.systemd_unit}: it resumes that session")
-    return ("restart that Claude Code with --continue, which keeps the session: in its tmux pane "
-            "type /exit, then the same start command with --continue (in the same pane, so the "
-            "tmux target stays)")
+    """How the household has its Claude Code load the MCP server, keeping the conversation: a
+    reload restarts it onto the session it runs after its next reply."""
+    return (f"reload it: kael-thread-rebuild reload --confirm RELOAD (through `docker exec "
+            f"kael-thread-rebuild-{config.instance}` with the appliance), then let it end one "
+            "reply: it restarts onto the same session, every word kept")
 
 
 def check_mcp_loaded(facts: Facts) -> Check:

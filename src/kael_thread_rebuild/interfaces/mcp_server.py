@@ -1,4 +1,4 @@
-"""The `kael-thread-rebuild-mcp` stdio server: the seven tools the model uses (spec §8).
+"""The `kael-thread-rebuild-mcp` stdio server: the eight tools the model uses (spec §8).
 
 Claude Code gives an MCP server about 3 s to answer `initialize`, and importing the MCP SDK and
 the engine takes longer than that on a loaded machine. So this start-up path needs only the

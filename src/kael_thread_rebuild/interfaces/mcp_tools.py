@@ -1,4 +1,4 @@
-"""The seven tools of the `kael-thread-rebuild-mcp` stdio server (spec §8), on the MCP SDK:
+"""The eight tools of the `kael-thread-rebuild-mcp` stdio server (spec §8), on the MCP SDK:
 the actions of the table (`actions`) that have a `Tool`.
 
 Four read-only previews (doctor, dirty, plan, status) and three state changes that each need an
@@ -183,7 +183,7 @@ def _take(ids: set[Hashable], wanted: object) -> bool:
 def serve(config: Config, wire_in: Lines, wire_out: BinaryIO, *,
           answered: Sequence[bytes] = (), answered_ids: set[Hashable] | None = None,
           acknowledged: set[Hashable] | None = None) -> None:
-    """Serve the seven tools over WIRE_IN/WIRE_OUT until the client closes its side, first
+    """Serve the eight tools over WIRE_IN/WIRE_OUT until the client closes its side, first
     replaying ANSWERED (the client's lines so far) and holding back the answers to
     ANSWERED_IDS and the acknowledgements of the subscriptions ACKNOWLEDGED."""
     serve_server(build_server(config), wire_in, wire_out, answered=answered,
