@@ -36,7 +36,7 @@ from .claude_env import (
     user_message_line,
 )
 from .kimi_env import KimiEnv, find_kimi_binary, make_kimi_env
-from .standin_api import Reply, Text, ToolUse, default_responder
+from .standin_api import Reply, Text, ToolUse, default_responder, tool_result_text
 
 __all__ = [
     "PLAN",
@@ -113,21 +113,6 @@ def _blocks(content: Any) -> list[dict[str, Any]]:
     return [b for b in content or [] if isinstance(b, dict)]
 
 
-def _result_text(block: Mapping[str, Any]) -> str:
-    """A tool result's text; Claude Code hands a tool's structured ``{"result": text}`` on as
-    that JSON."""
-    inner = block.get("content")
-    text = inner if isinstance(inner, str) else "".join(
-        str(p.get("text", "")) for p in inner or [] if isinstance(p, dict))
-    try:
-        structured = json.loads(text)
-    except ValueError:
-        return text
-    if isinstance(structured, dict) and isinstance(structured.get("result"), str):
-        return structured["result"]
-    return text
-
-
 def _exchange(body: Mapping[str, Any]) -> tuple[list[Step], list[tuple[str, dict[str, Any],
                                                                        str]]] | None:
     """The plan of the newest prompt holding one, and the (tool, input, result) calls since."""
@@ -150,7 +135,7 @@ def _exchange(body: Mapping[str, Any]) -> tuple[list[Step], list[tuple[str, dict
                                                    dict(block.get("input") or {}))
                 elif block.get("type") == "tool_result":
                     name, given = calls.get(str(block.get("tool_use_id")), ("?", {}))
-                    done.append((name, given, _result_text(block)))
+                    done.append((name, given, tool_result_text(block)))
         return parse_plan(plan_texts[-1]), done
     return None
 

@@ -48,6 +48,7 @@ __all__ = [
     "last_user_text",
     "prompt_script",
     "sse_events",
+    "tool_result_text",
 ]
 
 MODEL = "claude-opus-5-5"
@@ -150,6 +151,20 @@ def last_tool_results(body: dict[str, Any]) -> list[dict[str, Any]]:
     if message is None:
         return []
     return [b for b in _blocks(message.get("content")) if b.get("type") == "tool_result"]
+
+
+def tool_result_text(block: Mapping[str, Any]) -> str:
+    """A ``tool_result`` block's text; Claude Code hands a tool's structured ``{"result": text}``
+    on as that JSON, which gives the text inside."""
+    inner = block.get("content")
+    text = inner if isinstance(inner, str) else "".join(
+        str(p.get("text", "")) for p in inner or [] if isinstance(p, dict))
+    try:
+        structured = json.loads(text)
+    except ValueError:
+        return text
+    result = structured.get("result") if isinstance(structured, dict) else None
+    return result if isinstance(result, str) else text
 
 
 def is_compaction_request(body: dict[str, Any]) -> bool:
