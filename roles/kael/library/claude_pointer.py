@@ -23,7 +23,7 @@ description:
     wrote it); one holding anything else too (the start script refuses to start on it, and says
     so in the journal).
   - Written atomically (a temporary file in the pointer's directory, flushed, renamed over it),
-    keeping the file's mode (0600 for a new file). Run it as the Claude user (C(become_user)):
+    keeping the file's mode (0600 for a new file). Run it as the Claude user (C(become_user));
     run as root, it refuses a path of which a component belongs to another user, and a pointer
     that is a symlink always fails with one line naming it.
 options:
