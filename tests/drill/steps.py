@@ -12,6 +12,9 @@ import orjson
 
 from kael_thread_rebuild.claude_code import registry
 from kael_thread_rebuild.operations.model import Operation, OperationStatus
+from kael_thread_rebuild.operations.store import OperationStore
+from kael_thread_rebuild.operations.worker import run_operation
+from kael_thread_rebuild.switching.tmux import TmuxBase
 from tests.support.claude_env import find_claude_binary
 from tests.support.fidelity import conversation_texts, non_text_block_types
 
@@ -137,3 +140,18 @@ def program_missing_at_the_start(program: Path) -> Callable[[str], None]:
         if step == "switch_back":
             program.symlink_to(find_claude_binary())
     return on_step
+
+
+def run_with_program_missing(drill: live.Stage, program: Path) -> tuple[Operation, str, str, int]:
+    """The worker runs the scheduled operation with PROGRAM missing at the start
+    (`program_missing_at_the_start`); it falls back. Returns the operation, the session that ran
+    before, and the pane's id and pid before."""
+    session = drill.registry_session()
+    op = procs.latest(drill.config)
+    assert session is not None and op is not None and op.status is S.scheduled, op
+    pane_id, old_pid = drill.pane()
+    op = run_operation(drill.config, OperationStore(drill.config.state_dir),
+                       TmuxBase(drill.config), op.operation_id,
+                       on_step=program_missing_at_the_start(program))
+    assert op.status is S.rolled_back and op.rollback_ok is True, op.error
+    return op, session, pane_id, old_pid

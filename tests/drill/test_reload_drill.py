@@ -19,9 +19,6 @@ from kael_thread_rebuild.doctor.mcp_live import check_mcp_loaded
 from kael_thread_rebuild.doctor.model import Check
 from kael_thread_rebuild.doctor.runner import run_doctor
 from kael_thread_rebuild.operations.model import Operation, OperationKind, OperationStatus
-from kael_thread_rebuild.operations.store import OperationStore
-from kael_thread_rebuild.operations.worker import run_operation
-from kael_thread_rebuild.switching.tmux import TmuxBase
 from tests.support.claude_env import claude_available, find_claude_binary, tmux_available
 from tests.support.fidelity import conversation_texts
 from tests.support.standin_api import Reply, StandinAPI, Text, prompt_script
@@ -106,16 +103,7 @@ def test_a_reload_whose_start_fails_resumes_the_session_again(tmp_path: Path) ->
         drill.household_pane()
         request_reload(drill)
         drill.turn(live.P_THINK, live.A_THINK)
-        session = drill.registry_session()
-        op = procs.latest(drill.config)
-        assert session is not None and op is not None and op.status is S.scheduled, op
-        pane_id, old_pid = drill.pane()
-
-        op = run_operation(drill.config, OperationStore(drill.config.state_dir),
-                           TmuxBase(drill.config), op.operation_id,
-                           on_step=steps.program_missing_at_the_start(program))
-
-        assert op.status is S.rolled_back and op.rollback_ok is True, op.error
+        op, session, pane_id, old_pid = steps.run_with_program_missing(drill, program)
         assert op.error == (f"the target is not alive after switching to session {session}; "
                             "the old session was resumed")
         assert op.rollback_argv == [str(program), "--resume", session]

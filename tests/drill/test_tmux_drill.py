@@ -16,9 +16,6 @@ import pytest
 
 from kael_thread_rebuild.claude_code import registry
 from kael_thread_rebuild.operations.model import Operation, OperationStatus
-from kael_thread_rebuild.operations.store import OperationStore
-from kael_thread_rebuild.operations.worker import run_operation
-from kael_thread_rebuild.switching.tmux import TmuxBase
 from tests.support.claude_env import claude_available, find_claude_binary, tmux_available
 from tests.support.claude_versions import Target, targets
 from tests.support.fidelity import conversation_texts
@@ -174,16 +171,7 @@ def test_a_resume_program_missing_at_the_start_brings_the_old_session_back_in_th
                     resume_command=[str(program), "--resume", "{session_id}"]) as drill:
         drill.household_pane()  # its last pane: closing it would end the tmux server
         steps.request_after_a_turn(drill, "drill: program missing")
-        old = drill.registry_session()
-        op = procs.latest(drill.config)
-        assert old is not None and op is not None and op.status is S.scheduled
-        pane_id, old_pid = drill.pane()
-
-        op = run_operation(drill.config, OperationStore(drill.config.state_dir),
-                           TmuxBase(drill.config), op.operation_id,
-                           on_step=steps.program_missing_at_the_start(program))
-
-        assert op.status is S.rolled_back and op.rollback_ok is True, op.error
+        op, old, pane_id, old_pid = steps.run_with_program_missing(drill, program)
         assert op.error == (f"the target is not alive after switching to session "
                             f"{op.new_session_id}; the old session was resumed")
         assert op.rollback_argv == [str(program), "--resume", old]
