@@ -69,6 +69,13 @@ def new_dies(env: Env) -> Operation:
     return op
 
 
+def reload(env: Env) -> Operation:
+    op = service.request_reload(env.config, "RELOAD").operation
+    moved = service.record_stop(env.config, stop_input(env.config), env.base)
+    assert moved is not None and moved.operation_id == op.operation_id
+    return moved
+
+
 def rollback(env: Env) -> Operation:
     op = worker.run_operation(env.config, env.store, env.base,
                               scheduled(env.config, env.base).operation_id)
@@ -109,6 +116,7 @@ SCENARIOS = {
     "session_conflict": Scenario(happy, S.failed, newer_transcript_at_last_check),
     "rollback": Scenario(rollback, S.rolled_back),
     "rollback_old_dies": Scenario(rollback_old_dies, S.failed),
+    "reload": Scenario(reload, S.activated),
 }
 
 
@@ -161,7 +169,7 @@ def check_truth(env: Env, op: Operation, source_bytes: bytes) -> None:
     else:
         assert op.status is S.failed and op.rollback_ok is None
         assert pointer == SESSION, op.error  # nothing switched
-        if new:
+        if new and new != SESSION:  # a reload's "new" session is the one that ran
             assert not (env.config.project_dir / f"{new}.jsonl").exists()
 
 
