@@ -65,7 +65,9 @@ injected context), then switches the running Claude Code onto it.
 thread_rebuild_status shows an operation's progress. thread_rebuild_cancel (word
 {service.CANCEL_WORD}) ends a request that has not run yet. thread_rebuild_rollback_request (word
 {service.ROLLBACK_WORD}) returns to the old session after an activated rebuild, again after the
-reply ends. Use them only when the human asks.
+reply ends. thread_rebuild_reload (word {service.RELOAD_WORD}) restarts Claude Code onto this same
+session after the reply ends, every word kept, so that MCP servers, hooks and settings added
+since it started load. Use them only when the human asks.
 """
 
 ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
