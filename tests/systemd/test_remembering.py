@@ -93,7 +93,7 @@ def test_the_first_start_mints_the_session_and_every_restart_resumes_it(
     session = started_on_empty_pointer(stage)
     assert stage.pointer.read_text() == f"{session}\n"
     journal = stage.household.journal(stage.unit)
-    assert f"claude-start: no session in {stage.pointer}; starting new session {session} " \
+    assert f"claude-start: no session in {stage.pointer}; starting a new session, {session} " \
            "(written there)" in journal
 
     # Restarted before a word was said: there is no transcript to --resume yet.
