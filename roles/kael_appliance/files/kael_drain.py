@@ -21,7 +21,18 @@ import time
 SETTLED = frozenset({"activated", "cancelled", "failed", "rolled_back"})
 
 
+def running(container: str) -> bool:
+    done = subprocess.run(["docker", "container", "inspect", "--format",
+                           "{{.State.Running}}", container], capture_output=True, text=True,
+                          timeout=60, check=False)
+    return done.stdout.strip() == "true"
+
+
 def in_flight(container: str) -> dict[str, str] | None:
+    """The operation in flight, None when there is none. A daemon that does not run (a broken
+    one restarting) drives nothing: nothing it could cut is in flight."""
+    if not running(container):
+        return None
     done = subprocess.run(["docker", "exec", container, "kael-thread-rebuild", "history",
                            "--json"], capture_output=True, text=True, timeout=120, check=False)
     if done.returncode != 0:
