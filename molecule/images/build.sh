@@ -44,7 +44,8 @@ context="$work/household-context"
 rm -rf "$context" && mkdir -p "$context/support" "$context/npm"
 cp -a molecule/images/household/. "$context/"
 cp tests/support/__init__.py tests/support/standin_api.py tests/support/claude_env.py \
-  tests/support/fidelity.py tests/support/loopback.py "$context/support/"
+  tests/support/fidelity.py tests/support/loopback.py tests/support/standin_openai.py \
+  "$context/support/"
 ln "$packed"/*.tgz "$context/npm/" 2>/dev/null || cp "$packed"/*.tgz "$context/npm/"
 
 t=$(date +%s)
@@ -69,11 +70,13 @@ build "$tag" 1 "alice:1000"
 build "$tag-nosudo" 0 "alice:1000 bob:1001"
 build "$tag-systemd" 1 "alice:1000" polkitd
 
-# Saved again only when the image changed (the archive's name carries the version).
-image_id=$(docker image inspect -f '{{.Id}}' "$appliance")
+# Saved again only when an image changed (the archive's name carries the version); the
+# advisor's in dist-advisor/ (the households' kael_advisor_image_archive).
+advisor="${KAEL_ADVISOR_IMAGE:-kael-advisor:latest}"
+image_id=$( (docker image inspect -f '{{.Id}}' "$appliance" "$advisor" 2>/dev/null || true) | sort | tr '\n' ' ')
 if [ "$(cat "$work/dist/.image-id" 2>/dev/null)" != "$image_id" ]; then
-  rm -rf "$work/dist"
-  image/save.sh "$work/dist"
+  rm -rf "$work/dist" "$work/dist-advisor"
+  KAEL_ADVISOR_OUT="$work/dist-advisor" image/save.sh "$work/dist"
   echo "$image_id" >"$work/dist/.image-id"
 fi
 echo "molecule images: done in $(( $(date +%s) - started )) s"

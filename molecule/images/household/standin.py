@@ -11,9 +11,12 @@ import argparse
 import json
 import signal
 import threading
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
+import advisor_script
 import demo_script
 
 from support.standin_api import Reply, StandinAPI, Text, Thinking, ToolUse, prompt_script
@@ -64,33 +67,47 @@ def script() -> dict[str, list[Reply]]:
     }
 
 
-class RecordingAPI(StandinAPI):
-    """The stand-in, appending each Messages API body to RECORD as it arrives."""
+class BodyLog:
+    """Appends the JSON body of every POST to a path ending in SUFFIX to RECORD, one a line:
+    what a stand-in was sent, which the drills and the verify read back."""
 
-    def __init__(self, record: Path, port: int) -> None:
-        super().__init__(prompt_script(script()), port=port)
+    def __init__(self, record: Path, suffix: str) -> None:
         self._file = record.open("a", encoding="utf-8")
-        self._file_lock = threading.Lock()
+        self._lock = threading.Lock()
+        self._suffix = suffix
 
-    def _record(self, method: str, path: str, body: Any) -> None:
-        super()._record(method, path, body)
-        if method == "POST" and path.split("?", 1)[0] == "/v1/messages" \
+    def __call__(self, method: str, path: str, body: Any) -> None:
+        if method == "POST" and path.split("?", 1)[0].endswith(self._suffix) \
                 and isinstance(body, dict):
-            with self._file_lock:
+            with self._lock:
                 self._file.write(json.dumps(body, ensure_ascii=False) + "\n")
                 self._file.flush()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--port", type=int, default=8765)
+class RecordingAPI(StandinAPI):
+    """The stand-in, appending each Messages API body to RECORD as it arrives."""
+
+    def __init__(self, record: Path, port: int) -> None:
+        super().__init__(advisor_script.responder(prompt_script(script())), port=port)
+        self._log = BodyLog(record, "/v1/messages")
+
+    def _record(self, method: str, path: str, body: Any) -> None:
+        super()._record(method, path, body)
+        self._log(method, path, body)
+
+
+def serve(make: Callable[[Path, int], AbstractContextManager[Any]], port: int,
+          description: str | None) -> None:
+    """Run the stand-in MAKE(record, port) until SIGTERM (the household's service)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--port", type=int, default=port)
     parser.add_argument("--record", type=Path, required=True)
     args = parser.parse_args()
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
-    with RecordingAPI(args.record, args.port):
+    with make(args.record, args.port):
         done.wait()
 
 
 if __name__ == "__main__":
-    main()
+    serve(RecordingAPI, 8765, __doc__)

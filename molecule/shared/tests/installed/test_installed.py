@@ -4,6 +4,7 @@ findings), never by grepping."""
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from typing import Any
@@ -67,8 +68,29 @@ def ours(group: dict[str, Any]) -> bool:
 
 
 def settings_now_and_before(host: Any, user: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The user's settings now, without the advisor's entries (its own test checks them), and
+    as the user had them."""
     now = read_json(host, f"{home_of(host, user)}/.claude/settings.json")
-    return now, read_json(host, f"{PRISTINE}/.claude/settings.json")
+    before = read_json(host, f"{PRISTINE}/.claude/settings.json")
+    return without_advisor(now, before), before
+
+
+def without_advisor(now: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
+    """NOW without what the kael_advisor role adds (its rules, its prompt hook's group and
+    MCP_TOOL_TIMEOUT), each container dropped again where BEFORE had none."""
+    now = json.loads(json.dumps(now))
+    for outer, inner, mine in (
+            ("permissions", "allow", lambda rule: str(rule).startswith(ADVISOR_RULE)),
+            ("permissions", "ask", lambda rule: str(rule).startswith(ADVISOR_RULE)),
+            ("hooks", "UserPromptSubmit", lambda group: ADVISOR_HOOK in json.dumps(group))):
+        found = now.get(outer, {}).get(inner)
+        if isinstance(found, list):
+            now[outer][inner] = [item for item in found if not mine(item)]
+            if not now[outer][inner] and inner not in before.get(outer, {}):
+                del now[outer][inner]
+    if "MCP_TOOL_TIMEOUT" not in before.get("env", {}):
+        now.get("env", {}).pop("MCP_TOOL_TIMEOUT", None)
+    return now
 
 
 def test_the_daemon_runs_as_the_claude_user_hardened(host: Any,
@@ -106,6 +128,10 @@ def test_the_resume_command_is_the_typed_command_with_an_absolute_program(
         assert without_session_flags(resume[1:]) == without_session_flags(typed[1:])
 
 
+ADVISOR_RULE = "mcp__advisor-mcp__"
+ADVISOR_HOOK = "kael-advisor-hook.pyz"
+
+
 def test_settings_keep_the_users_own_entries(host: Any,
                                              households: list[dict[str, Any]]) -> None:
     for place in households:
@@ -120,6 +146,35 @@ def test_settings_keep_the_users_own_entries(host: Any,
         assert not set(PROMPTING) & set(now["permissions"]["allow"])
         assert {k: v for k, v in now.items() if k not in ("hooks", "permissions")} == \
             {k: v for k, v in before.items() if k not in ("hooks", "permissions")}
+
+
+def test_the_advisor_is_merged_beside_the_users_own(host: Any) -> None:
+    """Each kael_advisor user: the prompt hook after the user's own, two tools allowed and three
+    asked, the MCP server through the wrapper, the CLAUDE.md block, the slash commands, the
+    provider in a config.toml of the user's alone."""
+    for entry in host.ansible.get_variables().get("kael_advisor", []):
+        home = home_of(host, entry["user"])
+        now = read_json(host, f"{home}/.claude/settings.json")
+        before = read_json(host, f"{PRISTINE}/.claude/settings.json")
+        prompt = now["hooks"]["UserPromptSubmit"]
+        assert prompt[:-1] == before["hooks"].get("UserPromptSubmit", [])
+        assert ADVISOR_HOOK in prompt[-1]["hooks"][0]["command"]
+        allowed = [r for r in now["permissions"]["allow"] if r.startswith(ADVISOR_RULE)]
+        asked = [r for r in now["permissions"].get("ask", []) if r.startswith(ADVISOR_RULE)]
+        assert sorted(allowed) == [f"{ADVISOR_RULE}advisor_list_tasks",
+                                   f"{ADVISOR_RULE}advisor_poll"]
+        assert len(asked) == 3 and f"{ADVISOR_RULE}advisor_consult" in asked
+        assert now["env"]["MCP_TOOL_TIMEOUT"]
+        state = read_json(host, f"{home}/.claude.json")
+        server = state["mcpServers"]["advisor-mcp"]
+        assert [server["command"], *server["args"]] == [
+            "sudo", "-n", "/usr/local/lib/kael-thread-rebuild/kael-run", "advisor", entry["user"]]
+        assert "<!-- kael-advisor: begin" in host.file(f"{home}/.claude/CLAUDE.md").content_string
+        for name in ("advisor", "blueprint", "review"):
+            assert host.file(f"{home}/.claude/commands/{name}.md").user == entry["user"]
+        config = host.file(f"{home}/.kimi-code/config.toml")
+        assert config.user == entry["user"] and config.mode == 0o600
+        assert host.file(f"/etc/sudoers.d/kael-advisor-{entry['user']}").mode == 0o440
 
 
 def test_our_stop_hook_is_once_in_a_group_of_its_own(host: Any,
