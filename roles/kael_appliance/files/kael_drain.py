@@ -23,9 +23,9 @@ SETTLED = frozenset({"activated", "cancelled", "failed", "rolled_back"})
 
 def running(container: str) -> bool:
     done = subprocess.run(["docker", "container", "inspect", "--format",
-                           "{{.State.Running}}", container], capture_output=True, text=True,
-                          timeout=60, check=False)
-    return done.stdout.strip() == "true"
+                           "{{.State.Running}} {{.State.Restarting}}", container],
+                          capture_output=True, text=True, timeout=60, check=False)
+    return done.stdout.split() == ["true", "false"]
 
 
 def in_flight(container: str) -> dict[str, str] | None:
@@ -35,6 +35,8 @@ def in_flight(container: str) -> dict[str, str] | None:
         return None
     done = subprocess.run(["docker", "exec", container, "kael-thread-rebuild", "history",
                            "--json"], capture_output=True, text=True, timeout=120, check=False)
+    if done.returncode != 0 and not running(container):
+        return None  # it stopped meanwhile
     if done.returncode != 0:
         raise RuntimeError(f"{container}: history failed: {done.stderr.strip()[:300]}")
     for op in reversed(json.loads(done.stdout)["operations"]):
