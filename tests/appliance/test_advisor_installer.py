@@ -70,8 +70,11 @@ def _play(tmp_path: Path, home: SudoHousehold, variables: dict[str, Any], *optio
     play = tmp_path / "play.yml"
     play.write_text(yaml.safe_dump(PLAY))
     extra = tmp_path / "vars.json"
+    # kael_config as the admin gives it on the command line (-e, above every role's variable):
+    # the role's own names must not meet it.
     extra.write_text(json.dumps({"kael_image_dir": str(engine.IMAGE_DIR),
-                                 "kael_install_sudo": False, **variables}))
+                                 "kael_install_sudo": False,
+                                 "kael_config": {"dirty_budget_bytes": 2097152}, **variables}))
     vault, password = _vault(tmp_path)
     env = {key: value for key, value in os.environ.items() if not key.startswith("ANSIBLE_")}
     env.update({"ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1",
