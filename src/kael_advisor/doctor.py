@@ -11,7 +11,7 @@ import time
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from .errors import AdvisorError
 from .places import kimi_home, kimi_program, sessions_dir
@@ -45,6 +45,16 @@ def kimi_version() -> Check:
     return Check("kimi", "ok", f"{kimi_program()} {said[0] if said else '(no version)'}")
 
 
+def _default_provider(config: dict[str, Any]) -> tuple[object, object, dict[str, Any] | None]:
+    """The default model's name, its provider's name and that provider's table, if any."""
+    model = config.get("default_model")
+    models, providers = config.get("models") or {}, config.get("providers") or {}
+    chosen = models.get(model) if isinstance(model, str) else None
+    name = chosen.get("provider") if isinstance(chosen, dict) else None
+    found = providers.get(name) if isinstance(name, str) else None
+    return model, name, found if isinstance(found, dict) else None
+
+
 def provider(path: Path | None = None) -> Check:
     """A default model whose provider has a base URL and a key (the key is not shown), in PATH
     (default: config.toml of the Kimi home), or in the environment when PATH is not given."""
@@ -58,12 +68,8 @@ def provider(path: Path | None = None) -> Check:
         return Check("provider", "fail", f"{path} does not exist: no provider configured")
     except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         return Check("provider", "fail", f"{path} cannot be read: {exc}")
-    model = config.get("default_model")
-    models, providers = config.get("models") or {}, config.get("providers") or {}
-    chosen = models.get(model) if isinstance(model, str) else None
-    name = chosen.get("provider") if isinstance(chosen, dict) else None
-    found = providers.get(name) if isinstance(name, str) else None
-    if not isinstance(found, dict):
+    model, name, found = _default_provider(config)
+    if found is None:
         return Check("provider", "fail", f"{path}: default_model {model!r} names no provider "
                      "of [providers]")
     keyed = bool(found.get("api_key") or found.get("api_key_env"))

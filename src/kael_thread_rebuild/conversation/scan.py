@@ -187,6 +187,28 @@ def start_second_half(path: Path, rules: SpeechRules, *, parallel: bool | None =
     return SecondHalf(path.resolve(), rules, handle, size, split, pid, reader)
 
 
+def _classified(path: Path, handle: BinaryIO, size: int, split: int | None,
+                rules: SpeechRules, started: SecondHalf | None) -> Scan:
+    """The records of PATH classified: up to SPLIT here, the rest by STARTED; read again whole
+    when the second part took an answer for one that was not (see `Classifier.absorb`)."""
+    try:
+        read, tally, stats = _classify_range(handle, 0, split or size, rules)
+    except OSError as exc:
+        if started is not None:
+            started.cancel()
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    scanned = Scan(read, stats, "", tally)
+    if started is not None:
+        _join(scanned, started)
+    if scanned.read.misread_answers:
+        try:
+            read, tally, stats = _classify_range(handle, 0, size, rules)
+        except OSError as exc:
+            raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+        scanned = Scan(read, stats, "", tally)
+    return scanned
+
+
 def scan(path: Path, rules: SpeechRules, *, parallel: bool | None = None,
          started: SecondHalf | None = None, resumable: bool = False,
          then: AfterScan | None = None) -> Scan:
@@ -208,21 +230,7 @@ def scan(path: Path, rules: SpeechRules, *, parallel: bool | None = None,
         size, split = os.fstat(handle.fileno()).st_size, None
     with handle:
         digest = FileDigest(handle.fileno(), size, resumable=resumable)
-        try:
-            read, tally, stats = _classify_range(handle, 0, split or size, rules)
-        except OSError as exc:
-            if started is not None:
-                started.cancel()
-            raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
-        scanned = Scan(read, stats, "", tally)
-        if started is not None:
-            _join(scanned, started)
-        if scanned.read.misread_answers:  # rare: see `Classifier.absorb`
-            try:
-                read, tally, stats = _classify_range(handle, 0, size, rules)
-            except OSError as exc:
-                raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
-            scanned = Scan(read, stats, "", tally)
+        scanned = _classified(path, handle, size, split, rules, started)
         scanned.sha256 = digest.hexdigest()
         if then is not None:
             then(handle.fileno(), scanned, digest)
