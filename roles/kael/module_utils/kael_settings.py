@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 # One definition of what we add, shared with the engine's `claude-pieces` command.
@@ -392,14 +393,15 @@ def uninstall(text: str, hook_command: str | None, server: str = SERVER,
                 edit.remove(("permissions", "allow"), index)
         removed += [f"permissions.allow: {rule}" for rule in allow if rule in ours]
     if record is not None:
-        _put_back(edit, dict(record.created))
+        put_back(edit, dict(record.created), CONTAINERS)
     return Change(edit.text, edit.data, [], removed, [], Record())
 
 
-def _put_back(edit: _Edit, created: dict[str, str]) -> None:
-    """Take away the empty containers install created, innermost first: `null` again where it
+def put_back(edit: _Edit, created: dict[str, str],
+             containers: Sequence[tuple[tuple[str, ...], type]]) -> None:
+    """Take away the empty CONTAINERS install created, innermost first: `null` again where it
     found `null`, nothing where it found nothing."""
-    for path, _ in reversed(CONTAINERS):
+    for path, _ in reversed(containers):
         before = created.get(".".join(path))
         value = _get(edit.data, path)
         if before is None or value is None or value:

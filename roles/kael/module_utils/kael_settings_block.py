@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from ansible.module_utils.kael_settings import SettingsError, _Edit, _get, load
+from ansible.module_utils.kael_settings import SettingsError, _Edit, _get, load, put_back
 
 #: The containers install may create, outermost first: (path, kind). The hook events are added
 #: per block (`hooks.EVENT`).
@@ -191,15 +191,6 @@ def uninstall(text: str, record: BlockRecord) -> BlockChange:
             continue
         edit.remove(("env",), list(current).index(name))
         removed.append(f"env.{name}: {value}")
-    for path, _ in reversed(_containers(events)):
-        before = record.created.get(".".join(path))
-        value = _get(edit.data, path)
-        if before is None or value is None or value:
-            continue
-        if before == "null":
-            edit.replace(path, None)
-        else:
-            parent = _get(edit.data, path[:-1])
-            edit.remove(path[:-1], list(parent).index(path[-1]))
+    put_back(edit, dict(record.created), _containers(events))
     return BlockChange(edit.text if text.strip() else text, [], removed, warnings,
                        BlockRecord.empty())
