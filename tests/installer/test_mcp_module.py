@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -54,10 +55,19 @@ def test_verbose_ansible_prints_no_secret(tmp_path: Path) -> None:
     assert '"kael:latest"' in proc.stdout and SECRET not in proc.stdout + proc.stderr
 
 
+def _leaves(tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The tasks of TASKS, a block's own tasks in place of the block."""
+    found: list[dict[str, Any]] = []
+    for task in tasks:
+        parts = [task[key] for key in ("block", "rescue", "always") if key in task]
+        found.extend(_leaves([t for part in parts for t in part]) if parts else [task])
+    return found
+
+
 def test_the_role_never_reads_the_state_file_whole() -> None:
     """The role used to slurp ~/.claude.json, which -v then printed, API key and all."""
     for path in (REPO / "roles").glob("*/tasks/*.yml"):
-        for task in yaml.safe_load(path.read_text()) or []:
+        for task in _leaves(yaml.safe_load(path.read_text()) or []):
             text = json.dumps(task)
             if "claude_state_file" in text or ".claude.json" in text:
                 assert "slurp" not in text, f"{path}: {task['name']}"
