@@ -207,10 +207,25 @@ def test_the_advisor_role_installs_idempotently_and_uninstalls_byte_for_byte(
         assert again.returncode == 0, again.stdout[-4000:]
         assert _recap(again.stdout)["changed"] == 0, _changed_tasks(again.stdout)
 
+        # A Claude Code that still runs keeps the advisor's server it started; another user's
+        # server is not this uninstall's.
+        servers_of = {}
+        for uid in (UID, UID + 1):
+            started = home.run("docker", "run", "-d", "--label",
+                               "io.kael-thread-rebuild.role=advisor-mcp", "--user",
+                               f"{uid}:{uid}", "--entrypoint", "sleep", "kael-advisor:latest",
+                               "600")
+            assert started.returncode == 0, started.stderr
+            servers_of[uid] = started.stdout.decode().strip()
+
         removed = _play(tmp_path, home, {"kael_advisor": [], "kael_advisor_state": "absent"},
                         "--diff")
         assert removed.returncode == 0, removed.stdout[-6000:]
         assert SECRET not in removed.stdout + removed.stderr
+        left = home.run("docker", "ps", "-a", "-q", "--no-trunc", "--filter",
+                        "label=io.kael-thread-rebuild.role=advisor-mcp").stdout.decode().split()
+        assert left == [servers_of[UID + 1]], left
+        home.run("docker", "rm", "-f", servers_of[UID + 1])
         after = {path: _sha(path) for path in users_files}
         assert after == before, removed.stdout[-6000:]
         servers = json.loads(state_file.read_text())["mcpServers"]
