@@ -63,28 +63,14 @@ def _vault(tmp_path: Path) -> tuple[Path, Path]:
 def _play(tmp_path: Path, home: SudoHousehold, variables: dict[str, Any], *options: str,
           ) -> subprocess.CompletedProcess[str]:
     """The kael_advisor role run by Ansible as root in the household over Docker's connection."""
-    inventory = tmp_path / "inventory.yml"
-    inventory.write_text(yaml.safe_dump({"household": {"hosts": {home.name: {
-        "ansible_connection": "community.docker.docker",
-        "ansible_python_interpreter": "/usr/bin/python3"}}}}))
-    play = tmp_path / "play.yml"
-    play.write_text(yaml.safe_dump(PLAY))
-    extra = tmp_path / "vars.json"
+    vault, password = _vault(tmp_path)
     # kael_config as the admin gives it on the command line (-e, above every role's variable):
     # the role's own names must not meet it.
-    extra.write_text(json.dumps({"kael_image_dir": str(engine.IMAGE_DIR),
-                                 "kael_install_sudo": False,
-                                 "kael_config": {"dirty_budget_bytes": 2097152}, **variables}))
-    vault, password = _vault(tmp_path)
-    env = {key: value for key, value in os.environ.items() if not key.startswith("ANSIBLE_")}
-    env.update({"ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1",
-                "ANSIBLE_PIPELINING": "1", "ANSIBLE_HOME": str(tmp_path / "ansible-home"),
-                "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-local"),
-                "PATH": f"{VENV_BIN}:{env.get('PATH', '/usr/bin:/bin')}"})
-    return subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", str(inventory), str(play),
-                           "-e", f"@{extra}", "-e", f"@{vault}", "--vault-password-file",
-                           str(password), *options], cwd=REPO, env=env, capture_output=True,
-                          text=True, timeout=900, check=False)
+    return home.play(tmp_path, PLAY, {"kael_image_dir": str(engine.IMAGE_DIR),
+                                      "kael_install_sudo": False,
+                                      "kael_config": {"dirty_budget_bytes": 2097152},
+                                      **variables},
+                     "-e", f"@{vault}", "--vault-password-file", str(password), *options)
 
 
 def _recap(out: str) -> dict[str, int]:
@@ -224,8 +210,8 @@ def test_the_advisor_role_installs_idempotently_and_uninstalls_byte_for_byte(
         assert SECRET not in removed.stdout + removed.stderr
         left = home.run("docker", "ps", "-a", "-q", "--no-trunc", "--filter",
                         "label=io.kael-thread-rebuild.role=advisor-mcp").stdout.decode().split()
-        assert left == [servers_of[UID + 1]], left
-        home.run("docker", "rm", "-f", servers_of[UID + 1])
+        home.run("docker", "rm", "-f", *servers_of.values())
+        assert servers_of[UID] not in left and servers_of[UID + 1] in left, left
         after = {path: _sha(path) for path in users_files}
         assert after == before, removed.stdout[-6000:]
         servers = json.loads(state_file.read_text())["mcpServers"]
