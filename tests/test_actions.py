@@ -20,10 +20,10 @@ from kael_thread_rebuild.interfaces.mcp_server import SNAPSHOT
 from kael_thread_rebuild.operations import service
 from kael_thread_rebuild.operations.model import OperationStatus
 from tests.conftest import ConfigFactory
-from tests.installer.conftest import ROLE, load_module_utils
+from tests.installer.conftest import PLUGINS, REPO, load_module_utils
 
 TOOLS = {action.tool.name: action for action in ACTIONS if action.tool is not None}
-ROLE_TOOLS = ROLE / "module_utils" / "kael_mcp_tools.py"
+ROLE_TOOLS = PLUGINS / "module_utils" / "kael_mcp_tools.py"
 
 
 def _subcommands() -> dict[str, argparse.ArgumentParser]:
@@ -93,7 +93,7 @@ def test_the_role_allows_exactly_the_read_only_tools() -> None:
     """The generated file is current, and it is what the settings module imports."""
     assert ROLE_TOOLS.read_text(encoding="utf-8") == role_tools_text(), (
         "regenerate: python -m kael_thread_rebuild.interfaces.actions --write-role-tools "
-        f"{ROLE_TOOLS.relative_to(ROLE.parents[1])}")
+        f"{ROLE_TOOLS.relative_to(REPO)}")
     settings = load_module_utils("kael_settings")
     assert list(settings.READ_ONLY_TOOLS) == tool_names(changes=False)
     assert list(settings.PROMPTING_TOOLS) == tool_names(changes=True)
@@ -126,7 +126,7 @@ def test_a_request_says_whether_it_joined_the_one_waiting(config: Config) -> Non
 
 
 def test_the_architecture_page_shows_the_table() -> None:
-    page = (ROLE.parents[1] / "docs" / "architecture.md").read_text(encoding="utf-8")
+    page = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
     rows = [[cell.strip() for cell in line.strip("|").split("|")]
             for line in page.split("## The table of actions", 1)[1].split("\n## ", 1)[0]
             .splitlines()

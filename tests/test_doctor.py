@@ -809,7 +809,7 @@ def test_resume_command_flags_are_read_through_wrappers(
 
 def test_the_doctor_parses_with_the_installers_module() -> None:
     """One parser: the doctor's functions are the package module that the installer's role
-    ships as its module_utils (a copy in roles/kael/module_utils/kael_claude_code/)."""
+    ships as its module_utils (a copy in plugins/module_utils/kael_claude_code/)."""
     assert doctor_facts.claude_arguments is command_line.claude_arguments
     assert resume.claude_arguments is command_line.claude_arguments
     assert resume.missing_flags is command_line.missing_flags

@@ -27,6 +27,7 @@ import yaml
 from kael_thread_rebuild.config import Config
 from tests.drill import procs
 from tests.guard import MARK, TEST_SOCKET_PREFIX
+from tests.support import collection
 from tests.support.claude_env import ClaudeEnv, make_claude_env
 
 from . import engine
@@ -112,6 +113,7 @@ class SudoHousehold:
         extra.write_text(orjson.dumps(dict(variables)).decode())
         env = {key: value for key, value in os.environ.items() if not key.startswith("ANSIBLE_")}
         env.update({"ANSIBLE_CONFIG": str(engine.REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1",
+                    "ANSIBLE_COLLECTIONS_PATH": str(collection.installed()),
                     "ANSIBLE_PIPELINING": "1", "ANSIBLE_HOME": str(work / "ansible-home"),
                     "ANSIBLE_LOCAL_TEMP": str(work / "ansible-local"),
                     "PATH": f"{VENV_BIN}:{env.get('PATH', '/usr/bin:/bin')}"})

@@ -27,7 +27,7 @@ from .sudo_household import LIBEXEC, PATH, UID, USER, WRAPPER, SudoHousehold, su
 REPO = engine.REPO
 MCP_COMMAND = REPO / "image" / "advisor" / "mcp-command.sh"
 PLAY = [{"hosts": "household", "gather_facts": True, "gather_subset": ["min"],
-         "roles": ["kael_doctor"]}]
+         "roles": ["kael.appliance.kael_doctor"]}]
 ORDER = ["image", "wrapper", "mcp", "loaded", "hook", "agent", "provider", "kimi"]
 
 

@@ -30,7 +30,7 @@ ETC = "/etc/kael-thread-rebuild"
 LIBEXEC = "/usr/local/lib/kael-thread-rebuild"
 SECRET = "sk-kael-vault-DO-NOT-CREATE-5f1c0a"
 PLAY = [{"hosts": "household", "gather_facts": True, "gather_subset": ["min"],
-         "roles": ["kael_advisor"]}]
+         "roles": ["kael.appliance.kael_advisor"]}]
 ASK = ["advisor_consult", "advisor_create_task", "advisor_close_task"]
 ALLOW = ["advisor_poll", "advisor_list_tasks"]
 USERS_SETTINGS = (

@@ -32,10 +32,10 @@ from .sudo_household import (
 from .test_least_privilege import DENIED
 
 ETC = "/etc/kael-thread-rebuild"
-PLAY = [{"hosts": "household", "gather_facts": True, "roles": ["kael_claude"]}]
+PLAY = [{"hosts": "household", "gather_facts": True, "roles": ["kael.appliance.kael_claude"]}]
 #: What the installer's doctor role gathers of the Claude user's access, saved as JSON in ACCESS.
 ACCESS_PLAY = [{"hosts": "household", "gather_facts": True, "tasks": [
-    {"name": "Gather", "ansible.builtin.include_role": {"name": "kael_doctor",
+    {"name": "Gather", "ansible.builtin.include_role": {"name": "kael.appliance.kael_doctor",
                                                        "tasks_from": "claude_access.yml"},
      "vars": {"kael_item": "{{ kael_detect_found[0] }}"}},
     {"name": "Save", "ansible.builtin.copy": {

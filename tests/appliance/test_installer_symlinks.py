@@ -26,7 +26,7 @@ from .sudo_household import UID, USER, SudoHousehold, claude_instance, sudo_hous
 from .test_installer_access import ETC, _playbook
 
 PLAY = [{"hosts": "household", "gather_facts": True, "gather_subset": ["min"],
-         "roles": ["kael_appliance", "kael_claude"]}]
+         "roles": ["kael.appliance.kael_appliance", "kael.appliance.kael_claude"]}]
 MARKER = "/tmp/kael-test-marker"
 #: What a failed task says: `fatal: [host]: FAILED! => {json}` (or `failed: … (item=…) => …`).
 FAILED_PREFIXES = ("fatal: [", "failed: [")
@@ -168,7 +168,7 @@ def _daemon(name: str) -> dict[str, Any] | None:
 DOCTOR_ARGV_PLAY = [{"hosts": "household", "gather_facts": True, "tasks": [
     {"name": "Find the daemon", "community.docker.docker_container_info": {
         "name": "{{ kael_detect_found[0].container }}"}, "register": "kael_doctor_daemon"},
-    {"name": "Gather", "ansible.builtin.include_role": {"name": "kael_doctor",
+    {"name": "Gather", "ansible.builtin.include_role": {"name": "kael.appliance.kael_doctor",
                                                        "tasks_from": "host_facts.yml"},
      "vars": {"kael_item": "{{ kael_detect_found[0] }}"}},
     {"name": "Save", "ansible.builtin.copy": {
@@ -207,7 +207,7 @@ def test_the_installers_daemon_binds_its_mounts_and_refuses_a_symlink(
     victim.mkdir(mode=0o755)
     projects = config.project_dir.parent
     play = [{"hosts": "household", "gather_facts": True, "gather_subset": ["min"],
-             "roles": ["kael_appliance"]}]
+             "roles": ["kael.appliance.kael_appliance"]}]
     with sudo_household(tmp_path, appliance, find_claude_binary(), installed=()) as home:
         done = _playbook(tmp_path, home, item, "present", play)
         assert done.returncode == 0, done.stdout[-4000:]

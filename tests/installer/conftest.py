@@ -5,7 +5,7 @@ the test's temp dir (never the real ~/.claude)."""
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
 import os
 import shutil
@@ -23,8 +23,10 @@ import pytest
 from ansible.module_utils import _internal as module_utils_internal
 from ansible.module_utils.testing import patch_module_args
 
+from tests.support import collection
+
 REPO = Path(__file__).resolve().parents[2]
-ROLE = REPO / "roles" / "kael"
+PLUGINS = REPO / "plugins"
 VENV_BIN = Path(sys.executable).parent
 REAL_CLAUDE = REPO / ".tools" / "claude-code" / "node_modules" / ".bin" / "claude"
 TRANSCRIPT = REPO / "tests" / "fixtures" / "claude-code-2.1.328" / "plain-chat.jsonl"
@@ -35,44 +37,39 @@ INCIDENT_FLAGS = ["--channels", "plugin:telegram@claude-plugins-official",
                   "--thinking-display", "summarized"]
 
 
-#: The module_utils that import no other (a package's modules import only each other).
-INDEPENDENT = ("kael_claude_code", "kael_mcp_tools")
+#: The collection's Python package, as Ansible's collection loader names it.
+PACKAGE = "ansible_collections.kael.appliance"
+
+
+def _collection_package() -> None:
+    """Make this checkout importable as the collection's package (`ansible_collections.kael.
+    appliance`, whose `plugins/...` are namespace packages), as Ansible imports it."""
+    if PACKAGE in sys.modules:
+        return
+    importlib.import_module("ansible_collections")  # the ansible package's namespace package
+    for name, path in (("ansible_collections.kael", []), (PACKAGE, [str(REPO)])):
+        package = ModuleType(name)
+        package.__path__ = path
+        sys.modules[name] = package
 
 
 def load_module_utils(name: str) -> ModuleType:
-    """The role's module_utils module NAME (`kael_settings`, or a package's module such as
-    `kael_claude_code.command_line`), importable as modules import it."""
-    full = f"ansible.module_utils.{name}"
-    package, dot, _ = name.rpartition(".")
-    if dot:  # its package first: the module's relative imports are found through it
-        load_module_utils(package)
-        return importlib.import_module(full)
-    if name not in INDEPENDENT:  # the others import them
-        for independent in INDEPENDENT:
-            load_module_utils(independent)
-    if full not in sys.modules:
-        path = ROLE / "module_utils" / name
-        spec = (importlib.util.spec_from_file_location(full, path / "__init__.py",
-                                                       submodule_search_locations=[str(path)])
-                if path.is_dir() else
-                importlib.util.spec_from_file_location(full, path.with_suffix(".py")))
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[full] = module
-        spec.loader.exec_module(module)
-    return sys.modules[full]
+    """The collection's module_utils module NAME (`kael_settings`, or a package's module such as
+    `kael_claude_code.command_line`), imported as the modules import it."""
+    _collection_package()
+    return importlib.import_module(f"{PACKAGE}.plugins.module_utils.{name}")
 
 
 def load_library(name: str) -> ModuleType:
-    for utils in (*INDEPENDENT, "kael_procs", "kael_settings", "kael_user_files",
-                  "kael_file_write", "kael_settings_block", "kael_marked"):
-        load_module_utils(utils)
-    spec = importlib.util.spec_from_file_location(f"kael_library_{name}",
-                                                  ROLE / "library" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """The collection's module NAME (`claude_settings`), imported as Ansible runs it."""
+    _collection_package()
+    return importlib.import_module(f"{PACKAGE}.plugins.modules.{name}")
+
+
+def load_filters(name: str) -> ModuleType:
+    """The collection's filter plugin file NAME (`kael`, `kael_status`)."""
+    _collection_package()
+    return importlib.import_module(f"{PACKAGE}.plugins.filter.{name}")
 
 
 RunModule = Callable[..., dict[str, Any]]
@@ -80,7 +77,7 @@ RunModule = Callable[..., dict[str, Any]]
 
 @pytest.fixture
 def run_module(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> RunModule:
-    """Run a module of the role in-process, as Ansible would; returns its JSON result with
+    """Run a module of the collection in-process, as Ansible would; returns its JSON result with
     `failed` set when it called fail_json."""
 
     def run(name: str, args: dict[str, Any], *, check: bool = False,
@@ -110,6 +107,8 @@ def ansible_env(tmp_path: Path) -> dict[str, str]:
         "ANSIBLE_HOME": str(tmp_path / "ansible-home"),
         "ANSIBLE_NOCOLOR": "1",
         "ANSIBLE_RETRY_FILES_ENABLED": "0",
+        # The collection as users install it (built from this checkout once per process).
+        "ANSIBLE_COLLECTIONS_PATH": str(collection.installed()),
         "PATH": f"{VENV_BIN}:{env.get('PATH', '/usr/bin:/bin')}",
     })
     return env

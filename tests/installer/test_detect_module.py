@@ -17,7 +17,6 @@ import pytest
 from tests.guard import MARK
 from tests.installer.conftest import (
     INCIDENT_FLAGS,
-    ROLE,
     VENV_BIN,
     Household,
     RunModule,
@@ -165,15 +164,13 @@ def _ansible_in(tmp_path: Path, container: str, module: str, args: dict[str, Any
     """Run MODULE in CONTAINER as USER through Ansible's Docker connection, as a control
     machine does."""
     env = ansible_env(tmp_path)
-    env.update({"ANSIBLE_LIBRARY": str(ROLE / "library"),
-                "ANSIBLE_MODULE_UTILS": str(ROLE / "module_utils"),
-                "ANSIBLE_REMOTE_TEMP": f"/tmp/.ansible-{user}"})  # in the container
+    env["ANSIBLE_REMOTE_TEMP"] = f"/tmp/.ansible-{user}"  # in the container
     proc = subprocess.run(
         [str(VENV_BIN / "ansible"), "all", "-i", f"{container},", "-c",
          "community.docker.docker", "-u", user,
          "-e", "ansible_python_interpreter=/usr/bin/python3",
-         "-m", module, "-a", json.dumps(args)], cwd=tmp_path, env=env, capture_output=True,
-        text=True, timeout=180, check=False)
+         "-m", f"kael.appliance.{module}", "-a", json.dumps(args)], cwd=tmp_path, env=env,
+        capture_output=True, text=True, timeout=180, check=False)
     head, _, body = proc.stdout.partition(" => ")
     assert body, proc.stdout + proc.stderr
     result: dict[str, Any] = json.loads(body)

@@ -3,23 +3,17 @@ are shown (the play warns and, for mcp_loaded, its last message says what to do)
 
 from __future__ import annotations
 
-import importlib.util
 from types import ModuleType
 
 import pytest
 
 from kael_thread_rebuild.doctor.model import DoctorReport, failed, passed, skipped, warned
-from tests.installer.conftest import ROLE
+from tests.installer.conftest import load_filters
 
 
 @pytest.fixture(scope="module")
 def filters() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("kael_filters_doctor",
-                                                  ROLE / "filter_plugins" / "kael.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_filters("kael")
 
 
 def report(*checks: object) -> dict[str, object]:

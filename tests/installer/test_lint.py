@@ -9,33 +9,37 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.installer.conftest import REPO, ROLE, VENV_BIN, ansible_env
+from tests.installer.conftest import PLUGINS, REPO, VENV_BIN, ansible_env
 
 ROLES = sorted(p.name for p in (REPO / "roles").iterdir() if p.is_dir())
-MODULES = sorted(p.stem for p in (ROLE / "library").glob("*.py"))
+MODULES = sorted(p.stem for p in (PLUGINS / "modules").glob("*.py"))
 
 
-def run(tmp_path: Path, *argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, cwd=REPO, env=ansible_env(tmp_path), text=True,
-                          capture_output=True, timeout=600, check=False)
+def run(tmp_path: Path, *argv: str, source: bool = False) -> subprocess.CompletedProcess[str]:
+    """ARGV with the built collection installed, or with SOURCE, the checkout itself (ansible-lint
+    installs the collection it lints on its own)."""
+    env = ansible_env(tmp_path)
+    if source:
+        del env["ANSIBLE_COLLECTIONS_PATH"]
+    return subprocess.run(argv, cwd=REPO, env=env, text=True, capture_output=True, timeout=600,
+                          check=False)
 
 
 def test_yamllint(tmp_path: Path) -> None:
     proc = run(tmp_path, str(VENV_BIN / "yamllint"), "--strict", "roles", "playbooks",
-               "inventory", ".ansible-lint", ".yamllint")
+               "inventory", "meta", "galaxy.yml", ".ansible-lint", ".yamllint")
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def test_ansible_lint_production(tmp_path: Path) -> None:
     proc = run(tmp_path, str(VENV_BIN / "ansible-lint"), "--profile", "production", "--nocolor",
-               "roles", "playbooks", "inventory")
+               "roles", "playbooks", "inventory", source=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 @pytest.mark.parametrize("module", MODULES)
 def test_module_documentation(tmp_path: Path, module: str) -> None:
-    proc = run(tmp_path, str(VENV_BIN / "ansible-doc"), "-M", str(ROLE / "library"), "--json",
-               module)
+    proc = run(tmp_path, str(VENV_BIN / "ansible-doc"), "--json", f"kael.appliance.{module}")
     assert proc.returncode == 0 and "ERROR" not in proc.stderr, proc.stderr
     assert '"examples"' in proc.stdout and '"return"' in proc.stdout
 

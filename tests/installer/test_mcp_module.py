@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from tests.installer.conftest import REPO, ROLE, VENV_BIN, RunModule, ansible_env
+from tests.installer.conftest import REPO, VENV_BIN, RunModule, ansible_env
 
 SECRET = "sk-ant-api03-SECRET-never-printed"
 STATE = {
@@ -44,13 +44,11 @@ def test_verbose_ansible_prints_no_secret(tmp_path: Path) -> None:
     state = tmp_path / ".claude.json"
     state.write_text(json.dumps(STATE))
     env = ansible_env(tmp_path)
-    env.update({"ANSIBLE_LIBRARY": str(ROLE / "library"),
-                "ANSIBLE_MODULE_UTILS": str(ROLE / "module_utils")})
     proc = subprocess.run(
         [str(VENV_BIN / "ansible"), "localhost", "-c", "local", "-vvv", "-m",
-         "claude_mcp_server", "-e", f"ansible_python_interpreter={sys.executable}", "-a",
-         json.dumps({"path": str(state)})], cwd=tmp_path, env=env, capture_output=True,
-        text=True, timeout=120, check=False)
+         "kael.appliance.claude_mcp_server", "-e",
+         f"ansible_python_interpreter={sys.executable}", "-a", json.dumps({"path": str(state)})],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert '"kael:latest"' in proc.stdout and SECRET not in proc.stdout + proc.stderr
 

@@ -32,6 +32,7 @@ from tests.installer.conftest import (
     Household,
     ansible_env,
 )
+from tests.support import collection
 
 PLAYBOOKS = ["install.yml", "doctor.yml", "uninstall.yml"]
 INCIDENT_START = "claude --continue " + " ".join(INCIDENT_FLAGS)
@@ -53,7 +54,7 @@ class Run:
 
 def playbook(tmp_path: Path, inventory: Path, name: str, *options: str) -> Run:
     proc = subprocess.run(
-        [str(VENV_BIN / "ansible-playbook"), "-i", str(inventory), f"playbooks/{name}",
+        [str(VENV_BIN / "ansible-playbook"), "-i", str(inventory), collection.playbook(name),
          *options], cwd=REPO, env=ansible_env(tmp_path), text=True, capture_output=True,
         timeout=600, check=False)
     return Run(proc)
@@ -62,7 +63,7 @@ def playbook(tmp_path: Path, inventory: Path, name: str, *options: str) -> Run:
 @pytest.mark.parametrize("name", PLAYBOOKS)
 def test_syntax(tmp_path: Path, name: str) -> None:
     proc = subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", "inventory/example.yml",
-                           "--syntax-check", f"playbooks/{name}"], cwd=REPO,
+                           "--syntax-check", collection.playbook(name)], cwd=REPO,
                           env=ansible_env(tmp_path), text=True, capture_output=True,
                           timeout=120, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -1,4 +1,4 @@
-"""The role's module_utils package `kael_claude_code`: byte-identical copies of the engine's
+"""The collection's module_utils package `kael_claude_code`: byte-identical copies of the engine's
 standard-library Claude Code modules, written by `python -m
 kael_thread_rebuild.claude_code.role_utils --write`."""
 
@@ -11,13 +11,13 @@ from pathlib import Path
 
 from kael_thread_rebuild.claude_code import role_utils
 from kael_thread_rebuild.claude_code.role_utils import PACKAGE, SHIPPED
-from tests.installer.conftest import REPO, ROLE
+from tests.installer.conftest import PLUGINS, REPO
 
 SOURCE = REPO / "src" / "kael_thread_rebuild" / "claude_code"
-MODULE_UTILS = ROLE / "module_utils"
+MODULE_UTILS = PLUGINS / "module_utils"
 
 
-def test_the_role_holds_byte_identical_copies() -> None:
+def test_the_collection_holds_byte_identical_copies() -> None:
     folder = MODULE_UTILS / PACKAGE
     assert sorted(p.name for p in folder.glob("*.py")) == sorted(["__init__.py", *SHIPPED])
     for name in SHIPPED:
@@ -25,7 +25,7 @@ def test_the_role_holds_byte_identical_copies() -> None:
         assert not copy.is_symlink(), f"{copy} must be a copy (Ansible ships files, not links)"
         assert copy.read_bytes() == (SOURCE / name).read_bytes(), (
             f"{copy} differs from {SOURCE / name}: run `{role_utils.COMMAND} --write "
-            "roles/kael/module_utils`")
+            "plugins/module_utils`")
     assert role_utils.stale(MODULE_UTILS) == []
 
 

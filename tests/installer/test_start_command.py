@@ -24,12 +24,13 @@ from kael_thread_rebuild.doctor.model import Check
 from kael_thread_rebuild.state_layout import CONFIG_ENV
 from tests.installer.conftest import (
     INCIDENT_FLAGS,
+    PLUGINS,
     REAL_CLAUDE,
     REPO,
-    ROLE,
     VENV_BIN,
     RunModule,
     ansible_env,
+    load_filters,
     load_module_utils,
 )
 
@@ -298,27 +299,27 @@ def test_module_wants_exactly_one_source(run_module: RunModule) -> None:
 # -- one logic with the engine's doctor -------------------------------------------------------
 
 PACKAGE_DIR = REPO / "src" / "kael_thread_rebuild" / "claude_code"
-ROLE_PACKAGE = ROLE / "module_utils" / PACKAGE
+ROLE_PACKAGE = PLUGINS / "module_utils" / PACKAGE
 
 
 def test_the_module_utils_are_copies_of_the_packages_modules() -> None:
-    """The doctor and the installer share one parser: the module runs the role's copy of the
-    package's modules (tests/installer/test_role_utils.py checks the copies), the doctor the
+    """The doctor and the installer share one parser: the module runs the collection's copy of
+    the package's modules (tests/installer/test_role_utils.py checks the copies), the doctor the
     package's own."""
     assert cli.missing_flags.__code__.co_filename == str(ROLE_PACKAGE / "command_line.py")
     assert resume.missing_flags is command_line.missing_flags  # the doctor imports it, no copy
 
 
 def test_ansible_ships_the_module_utils_package_to_the_host(tmp_path: Path) -> None:
-    """A real `ansible localhost -m claude_start_command`: the module runs on the "managed host"
-    with the package's modules, byte for byte (AnsiballZ follows their relative imports)."""
+    """A real `ansible localhost -m kael.appliance.claude_start_command`: the module runs on the
+    "managed host" with the package's modules, byte for byte (AnsiballZ follows their relative
+    imports)."""
     env = ansible_env(tmp_path)
-    env.update({"ANSIBLE_LIBRARY": str(ROLE / "library"),
-                "ANSIBLE_MODULE_UTILS": str(ROLE / "module_utils"),
-                "ANSIBLE_KEEP_REMOTE_FILES": "1"})
+    env["ANSIBLE_KEEP_REMOTE_FILES"] = "1"
     start = ["bash", "-lc", "claude --continue " + shlex.join(INCIDENT_FLAGS)]
     proc = subprocess.run(
-        [str(VENV_BIN / "ansible"), "localhost", "-c", "local", "-m", "claude_start_command",
+        [str(VENV_BIN / "ansible"), "localhost", "-c", "local", "-m",
+         "kael.appliance.claude_start_command",
          "-e", f"ansible_python_interpreter={sys.executable}", "-a",
          json.dumps({"argv": start})], cwd=tmp_path, env=env, capture_output=True, text=True,
         timeout=120, check=False)
@@ -331,7 +332,8 @@ def test_ansible_ships_the_module_utils_package_to_the_host(tmp_path: Path) -> N
     exploded = subprocess.run([sys.executable, str(payload), "explode"], cwd=payload.parent,
                               capture_output=True, text=True, timeout=60, check=False)
     assert exploded.returncode == 0, exploded.stdout + exploded.stderr
-    shipped = payload.parent / "debug_dir" / "ansible" / "module_utils" / PACKAGE
+    shipped = (payload.parent / "debug_dir" / "ansible_collections" / "kael" / "appliance"
+               / "plugins" / "module_utils" / PACKAGE)
     for name in ("command_line.py", "spellings.py", "start_command.py"):  # what the module uses
         assert name in SHIPPED
         assert (shipped / name).read_bytes() == (PACKAGE_DIR / name).read_bytes()
@@ -364,14 +366,7 @@ def test_project_dir_encoding_matches_claude_codes_own() -> None:
 
 
 def test_filter_plugin_gives_the_module_answer() -> None:
-    import importlib.util
-
-    from tests.installer.conftest import ROLE
-    spec = importlib.util.spec_from_file_location("kael_filters", ROLE / "filter_plugins" /
-                                                  "kael.py")
-    assert spec is not None and spec.loader is not None
-    filters = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(filters)
+    filters = load_filters("kael")
     start = ["claude", "-c", *INCIDENT_FLAGS]
     assert filters.kael_resume_command(start) == cli.resume_from_argv(start).argv
     assert filters.kael_resume_command("exec claude -c --channels a") == [
@@ -408,14 +403,7 @@ def test_the_filter_refuses_what_lib_sh_refuses(stat: dict[str, object], real: s
     """A missing source, a symlink (itself or above it) or a source of the wrong owner: one
     line naming it, as image/lib.sh's kael_mountable says it; an optional symlink counts as
     there (and is refused), a root path is refused when the user's."""
-    import importlib.util
-
-    from tests.installer.conftest import ROLE
-    spec = importlib.util.spec_from_file_location("kael_filters", ROLE / "filter_plugins" /
-                                                  "kael.py")
-    assert spec is not None and spec.loader is not None
-    filters = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(filters)
+    filters = load_filters("kael")
     for kind in ("mount", "optional"):
         args = filters.kael_mount_args([f"{kind}\t/p\tro\tuser"], [stat], [real], 7)
         if kind == "optional" and not stat["exists"]:
@@ -438,16 +426,11 @@ def test_the_filter_takes_every_line_the_image_prints(tmp_path: Path, activation
     arguments (a fact line the filter does not know failed every install)."""
     import importlib.util
 
-    from tests.installer.conftest import ROLE
-    loaded = []
-    for name, path in (("kael_filters", ROLE / "filter_plugins" / "kael.py"),
-                       ("kael_mounts", REPO / "image" / "mounts.py")):
-        spec = importlib.util.spec_from_file_location(name, path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        loaded.append(module)
-    filters, mounts = loaded
+    filters = load_filters("kael")
+    spec = importlib.util.spec_from_file_location("kael_mounts", REPO / "image" / "mounts.py")
+    assert spec is not None and spec.loader is not None
+    mounts = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mounts)
     pointer = tmp_path / "pointer" / "session"
     config = parse_config({
         "project_dir": str(tmp_path), "state_dir": str(tmp_path / "state"),

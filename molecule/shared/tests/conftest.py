@@ -62,12 +62,14 @@ def daemon_of(host: Any, instance: str) -> dict[str, Any]:
 
 
 def playbook(name: str, *options: str) -> subprocess.CompletedProcess[str]:
-    """One of the project's playbooks against the scenario's households, as a control machine
-    runs it (Molecule's inventory and connection)."""
+    """One of the collection's playbooks (by its FQCN, from the collection the dependency step
+    installed) against the scenario's households, as a control machine runs it (Molecule's
+    inventory and connection)."""
     inventory = os.environ["MOLECULE_INVENTORY_FILE"]
     env = {**os.environ, "ANSIBLE_FORCE_COLOR": "0", "ANSIBLE_NOCOLOR": "1"}
     return subprocess.run(
-        ["ansible-playbook", "-i", inventory, str(REPO / "playbooks" / name), *options],
+        ["ansible-playbook", "-i", inventory, f"kael.appliance.{name.removesuffix('.yml')}",
+         *options],
         capture_output=True, text=True, timeout=900, check=False, cwd=REPO, env=env)
 
 

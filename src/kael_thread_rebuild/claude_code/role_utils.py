@@ -1,9 +1,9 @@
 """The installer's copy of this package's standard-library modules.
 
-    python -m kael_thread_rebuild.claude_code.role_utils --write roles/kael/module_utils
+    python -m kael_thread_rebuild.claude_code.role_utils --write plugins/module_utils
 
-writes `kael_claude_code/` into the role's module_utils: the modules below byte for byte, and an
-`__init__.py` that says so. Ansible ships them to the managed host (AnsiballZ follows their
+writes `kael_claude_code/` into the collection's module_utils: the modules below byte for byte,
+and an `__init__.py` that says so. Ansible ships them to the managed host (AnsiballZ follows their
 relative imports), where no kael-thread-rebuild package is installed, so the installer and the
 doctor run the same code. tests/installer/test_role_utils.py checks that the copies equal these
 files; `--check` prints what is stale (exit 1) for scripts.
@@ -18,27 +18,28 @@ from pathlib import Path
 from ..fsutil import atomic_write_bytes
 
 COMMAND = "python -m kael_thread_rebuild.claude_code.role_utils"
-#: The role's package name: modules import `ansible.module_utils.kael_claude_code.<module>`.
+#: The package's name in the collection: modules import
+#: `ansible_collections.kael.appliance.plugins.module_utils.kael_claude_code.<module>`.
 PACKAGE = "kael_claude_code"
 #: The modules the role runs: standard library only, Python 3.9+.
 SHIPPED = ("command_line.py", "spellings.py", "start_command.py", "project_dir.py",
            "settings.py")
 INIT = '''\
 """Copies of kael_thread_rebuild.claude_code's standard-library modules, written by `python -m
-kael_thread_rebuild.claude_code.role_utils --write roles/kael/module_utils`; do not edit (the
+kael_thread_rebuild.claude_code.role_utils --write plugins/module_utils`; do not edit (the
 installer tests check that they equal the package's files)."""
 '''
 
 
 def expected() -> dict[str, bytes]:
-    """Each file of the role's package, by name, as it must read."""
+    """Each file of the collection's package, by name, as it must read."""
     here = resources.files(__package__)
     return {"__init__.py": INIT.encode(),
             **{name: here.joinpath(name).read_bytes() for name in SHIPPED}}
 
 
 def stale(module_utils: Path) -> list[Path]:
-    """The files of the role's package under MODULE_UTILS that are missing or differ, and
+    """The files of the collection's package under MODULE_UTILS that are missing or differ, and
     files there that are no copy."""
     folder = module_utils / PACKAGE
     wanted = expected()
@@ -48,7 +49,8 @@ def stale(module_utils: Path) -> list[Path]:
 
 
 def write(module_utils: Path) -> list[Path]:
-    """Write the role's package under MODULE_UTILS (each file atomically); the files written."""
+    """Write the collection's package under MODULE_UTILS (each file atomically); the files
+    written."""
     folder = module_utils / PACKAGE
     folder.mkdir(mode=0o755, exist_ok=True)
     for extra in sorted(p for p in folder.glob("*.py") if p.name not in expected()):
@@ -63,11 +65,11 @@ def write(module_utils: Path) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Write or check the role's copy of the "
+    parser = argparse.ArgumentParser(description="Write or check the collection's copy of the "
                                                  "standard-library Claude Code modules.")
     action = parser.add_mutually_exclusive_group(required=True)
     action.add_argument("--write", metavar="MODULE_UTILS", type=Path,
-                        help="the role's module_utils folder")
+                        help="the collection's module_utils folder (plugins/module_utils)")
     action.add_argument("--check", metavar="MODULE_UTILS", type=Path,
                         help="print the stale files and exit 1 when there are any")
     args = parser.parse_args(argv)

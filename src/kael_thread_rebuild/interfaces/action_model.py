@@ -1,7 +1,7 @@
 """What one action is: the shape of the table in `actions`.
 
 An action is declared once; the command line (`cli`), the MCP tools (`mcp_tools`) and the
-installer's permission list (the role's generated `kael_mcp_tools.py`) are built from it.
+installer's permission list (the collection's generated `kael_mcp_tools.py`) are built from it.
 """
 
 from __future__ import annotations

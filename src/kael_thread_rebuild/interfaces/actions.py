@@ -1,7 +1,7 @@
 """The table of actions: every command of the engine, declared once.
 
 `cli` builds its subcommands from `ACTIONS`, `mcp_tools` its tools (with their annotations), and
-the installer's permission list is the role's `kael_mcp_tools.py`, written from it by
+the installer's permission list is the collection's `kael_mcp_tools.py`, written from it by
 `python -m kael_thread_rebuild.interfaces.actions --write-role-tools PATH` (Ansible runs that
 file on the household with the standard library only); tests/test_actions.py checks that all
 three agree with the table.
@@ -398,8 +398,8 @@ edit (tests/test_actions.py checks that it equals the table)."""
 
 
 def role_tools_text() -> str:
-    """The role's `module_utils/kael_mcp_tools.py`: standard library only (Ansible ships it to
-    the household)."""
+    """The collection's `plugins/module_utils/kael_mcp_tools.py`: standard library only (Ansible
+    ships it to the household)."""
 
     def names(changes: bool) -> str:
         return "".join(f"    {name!r},\n" for name in tool_names(changes))
@@ -415,7 +415,7 @@ def role_tools_text() -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Write what is generated from the table.")
     parser.add_argument("--write-role-tools", metavar="PATH", type=Path, required=True,
-                        help="the role's module_utils/kael_mcp_tools.py")
+                        help="the collection's plugins/module_utils/kael_mcp_tools.py")
     args = parser.parse_args(argv)
     atomic_write_bytes(args.write_role_tools, role_tools_text().encode(), mode=0o644)
     return 0

@@ -1,14 +1,15 @@
 """`.ci/demo`: a demo household, installed by the real playbook and switched live.
 
-It builds a household the way the Molecule scenarios do (molecule/images): a Debian container
-with systemd, its own Docker engine, a user `alice` with Claude Code in ~/.local and a loopback
-stand-in for Anthropic's Messages API. Claude Code is typed into alice's tmux pane and holds a
-conversation there (a few dozen turns, long command outputs, thinking, a picture, English and
-Chinese); then the appliance is installed with playbooks/install.yml over Ansible's docker
-connection, Claude Code is restarted with --continue as the play says, the human asks for a
-rebuild, the model calls the request tool with REBUILD, the Stop hook schedules it and the
-daemon switches the pane to the rebuilt session. A message typed into the new session shows what
-its model was shown. The report gives the figures and where the evidence lies.
+It builds a household the way the Molecule scenarios do (molecule/images): a Debian container with
+systemd, its own Docker engine, a user `alice` with Claude Code in ~/.local and a loopback stand-in
+for Anthropic's Messages API. Claude Code is typed into alice's tmux pane and holds a conversation
+there (a few dozen turns, long command outputs, thinking, a picture, English and Chinese); then the
+appliance is installed with kael.appliance.install (the collection built from this checkout and
+installed from its tarball) over Ansible's docker connection, Claude Code is restarted with
+--continue as the play says, the human asks for a rebuild, the model calls the request tool with
+REBUILD, the Stop hook schedules it and the daemon switches the pane to the rebuilt session. A
+message typed into the new session shows what its model was shown. The report gives the figures and
+where the evidence lies.
 
 Run as root after .ci/setup: it runs .ci/docker-up --no-build first (Docker and debootstrap
 installed, the engine started when none answers). Logs: .tools/demo/<container>/. The
@@ -24,6 +25,8 @@ import json
 import shutil
 import sys
 from pathlib import Path
+
+from tests.support import collection
 
 from .household import REPO, Household, Names
 from .report import Report
@@ -52,8 +55,9 @@ def demo(place: Household, steps: Steps, report_json: Path | None) -> Report:
               lambda: place.playbook("molecule/shared/prepare.yml", "prepare.log"),
               f"read {shown(logs / 'prepare.log')} (the pane at the failure is in it); run again "
               "with --keep to look inside")
-    steps.run("install the appliance: ansible-playbook playbooks/install.yml over the docker "
-              "connection", lambda: place.playbook("playbooks/install.yml", "install.log"),
+    steps.run("install the appliance: ansible-playbook kael.appliance.install (the collection "
+              "built from this checkout) over the docker connection",
+              lambda: place.playbook(collection.playbook("install"), "install.log"),
               f"read {shown(logs / 'install.log')}; docs/installer.md says what each role needs")
     def switch() -> None:
         try:

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests.support import collection
+
 from .steps import StepFailed, run_logged
 
 REPO = Path(__file__).resolve().parents[3]
@@ -139,14 +141,18 @@ class Household:
         return path
 
     def playbook(self, playbook: str, log: str) -> None:
+        """PLAYBOOK (a file of this checkout, or a playbook of the collection by its FQCN) over
+        the household, its output in LOG."""
         venv = REPO / ".venv" / "bin"
         env = {**os.environ, "PATH": f"{venv}:{os.environ.get('PATH', '')}",
                "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1",
                # A failed task's stdout and stderr (the drill's pane) as lines, not one string.
                "ANSIBLE_CALLBACK_RESULT_FORMAT": "yaml",
-               "ANSIBLE_ROLES_PATH": str(REPO / "roles")}
+               # The collection as users install it, built from this checkout for this run.
+               "ANSIBLE_COLLECTIONS_PATH": str(collection.installed())}
         run_logged([str(venv / "ansible-playbook"), "-i", str(self.inventory()),
-                    str(REPO / playbook)], self.logs / log, playbook, env=env)
+                    str(REPO / playbook) if playbook.endswith(".yml") else playbook],
+                   self.logs / log, playbook, env=env)
 
     def status_line(self) -> str:
         """The operation's state, asked of the daemon inside the household."""

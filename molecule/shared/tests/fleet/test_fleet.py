@@ -54,15 +54,16 @@ def versions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def start(name: str, *options: str, serial: str | None = "100%") -> subprocess.Popen[str]:
-    """A project playbook over the scenario's households (KAEL_SERIAL None: the default)."""
+    """A playbook of the collection, by its FQCN, over the scenario's households (KAEL_SERIAL
+    None: the default)."""
     env = {**os.environ, "ANSIBLE_FORCE_COLOR": "0", "ANSIBLE_NOCOLOR": "1"}
     env.pop("KAEL_SERIAL", None)
     if serial is not None:
         env["KAEL_SERIAL"] = serial
     return subprocess.Popen(
         ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"], *options,
-         str(REPO / "playbooks" / name)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        text=True, cwd=REPO, env=env)
+         f"kael.appliance.{name.removesuffix('.yml')}"], stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True, cwd=REPO, env=env)
 
 
 def finish(process: subprocess.Popen[str]) -> Run:

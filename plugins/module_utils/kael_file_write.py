@@ -11,7 +11,10 @@ import tempfile
 import time
 from typing import Any
 
-from ansible.module_utils.kael_user_files import open_ours, symlink_refusal
+from ansible_collections.kael.appliance.plugins.module_utils.kael_user_files import (
+    open_ours,
+    symlink_refusal,
+)
 
 
 def make_dir(directory: str) -> None:

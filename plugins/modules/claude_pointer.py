@@ -9,7 +9,11 @@ import stat
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.kael_user_files import open_ours, root_refusal, symlink_refusal
+from ansible_collections.kael.appliance.plugins.module_utils.kael_user_files import (
+    open_ours,
+    root_refusal,
+    symlink_refusal,
+)
 
 DOCUMENTATION = r"""
 module: claude_pointer

@@ -2,34 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import sys
 import tomllib
 from collections.abc import Callable, Sequence
-from types import ModuleType
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
-
-
-def _module_utils(package: str, name: str) -> ModuleType:
-    """Module NAME of the role's module_utils package PACKAGE, which modules import as
-    ansible.module_utils.PACKAGE.NAME; loaded under a name of its own, with its package, so that
-    its relative imports work."""
-    folder = os.path.join(os.path.dirname(os.path.dirname(__file__)), "module_utils", package)
-    full = f"kael_filter_{package}"
-    if full not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            full, os.path.join(folder, "__init__.py"), submodule_search_locations=[folder])
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[full] = module
-        spec.loader.exec_module(module)
-    return importlib.import_module(f"{full}.{name}")
-
-
-_cli = _module_utils("kael_claude_code", "start_command")
+from ansible_collections.kael.appliance.plugins.module_utils.kael_claude_code import (
+    start_command as _cli,
+)
 
 
 def kael_resume_command(start: str | Sequence[str], shell: str = "/bin/sh") -> list[str]:

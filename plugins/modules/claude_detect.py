@@ -10,20 +10,24 @@ import subprocess
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.kael_claude_code.command_line import (
+from ansible_collections.kael.appliance.plugins.module_utils.kael_claude_code.command_line import (
     StartCommandError,
     basename,
     is_claude_process,
     program_index,
 )
-from ansible.module_utils.kael_claude_code.project_dir import encode_project_dir
-from ansible.module_utils.kael_claude_code.spellings import parse_exec_start
-from ansible.module_utils.kael_claude_code.start_command import (
+from ansible_collections.kael.appliance.plugins.module_utils.kael_claude_code.project_dir import (
+    encode_project_dir,
+)
+from ansible_collections.kael.appliance.plugins.module_utils.kael_claude_code.spellings import (
+    parse_exec_start,
+)
+from ansible_collections.kael.appliance.plugins.module_utils.kael_claude_code.start_command import (
     POINTER_RUNNERS,
     pointer_path,
     unit_program,
 )
-from ansible.module_utils.kael_procs import (
+from ansible_collections.kael.appliance.plugins.module_utils.kael_procs import (
     Proc,
     ancestors,
     cwd,
@@ -34,7 +38,7 @@ from ansible.module_utils.kael_procs import (
     user_of,
     which,
 )
-from ansible.module_utils.kael_user_files import read_as
+from ansible_collections.kael.appliance.plugins.module_utils.kael_user_files import read_as
 
 DOCUMENTATION = r"""
 ---

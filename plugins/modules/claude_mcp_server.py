@@ -9,7 +9,7 @@ import os
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.kael_user_files import root_refusal
+from ansible_collections.kael.appliance.plugins.module_utils.kael_user_files import root_refusal
 
 DOCUMENTATION = r"""
 ---

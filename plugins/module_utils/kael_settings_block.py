@@ -11,7 +11,13 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from ansible.module_utils.kael_settings import SettingsError, _Edit, _get, load, put_back
+from ansible_collections.kael.appliance.plugins.module_utils.kael_settings import (
+    SettingsError,
+    _Edit,
+    _get,
+    load,
+    put_back,
+)
 
 #: The containers install may create, outermost first: (path, kind). The hook events are added
 #: per block (`hooks.EVENT`).

@@ -8,10 +8,23 @@ import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.kael_file_write import backup, make_dir, read_text, write
-from ansible.module_utils.kael_settings import SettingsError
-from ansible.module_utils.kael_settings_block import BlockRecord, install, uninstall
-from ansible.module_utils.kael_user_files import open_ours, root_refusal, symlink_refusal
+from ansible_collections.kael.appliance.plugins.module_utils.kael_file_write import (
+    backup,
+    make_dir,
+    read_text,
+    write,
+)
+from ansible_collections.kael.appliance.plugins.module_utils.kael_settings import SettingsError
+from ansible_collections.kael.appliance.plugins.module_utils.kael_settings_block import (
+    BlockRecord,
+    install,
+    uninstall,
+)
+from ansible_collections.kael.appliance.plugins.module_utils.kael_user_files import (
+    open_ours,
+    root_refusal,
+    symlink_refusal,
+)
 
 DOCUMENTATION = r"""
 ---

@@ -21,14 +21,17 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 # One definition of what we add, shared with the engine's `claude-pieces` command.
-from ansible.module_utils.kael_claude_code.settings import (
+from ansible_collections.kael.appliance.plugins.module_utils.kael_claude_code.settings import (
     MCP_SERVER,
     permission,
     same_hook,
     stop_hook_commands,
     stop_hook_entry,
 )
-from ansible.module_utils.kael_mcp_tools import PROMPTING_TOOLS, READ_ONLY_TOOLS
+from ansible_collections.kael.appliance.plugins.module_utils.kael_mcp_tools import (
+    PROMPTING_TOOLS,
+    READ_ONLY_TOOLS,
+)
 
 SERVER = MCP_SERVER
 

@@ -8,17 +8,25 @@ import os
 import stat
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.kael_file_write import backup as _backup
-from ansible.module_utils.kael_file_write import make_dir as _make_dir
-from ansible.module_utils.kael_file_write import write as _write
-from ansible.module_utils.kael_settings import (
+from ansible_collections.kael.appliance.plugins.module_utils.kael_file_write import (
+    backup as _backup,
+)
+from ansible_collections.kael.appliance.plugins.module_utils.kael_file_write import (
+    make_dir as _make_dir,
+)
+from ansible_collections.kael.appliance.plugins.module_utils.kael_file_write import write as _write
+from ansible_collections.kael.appliance.plugins.module_utils.kael_settings import (
     Record,
     SettingsError,
     hook_present,
     install,
     uninstall,
 )
-from ansible.module_utils.kael_user_files import open_ours, root_refusal, symlink_refusal
+from ansible_collections.kael.appliance.plugins.module_utils.kael_user_files import (
+    open_ours,
+    root_refusal,
+    symlink_refusal,
+)
 
 DOCUMENTATION = r"""
 ---

@@ -7,9 +7,13 @@ from __future__ import annotations
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.kael_file_write import read_text, write
-from ansible.module_utils.kael_marked import find, with_block, without
-from ansible.module_utils.kael_user_files import root_refusal
+from ansible_collections.kael.appliance.plugins.module_utils.kael_file_write import read_text, write
+from ansible_collections.kael.appliance.plugins.module_utils.kael_marked import (
+    find,
+    with_block,
+    without,
+)
+from ansible_collections.kael.appliance.plugins.module_utils.kael_user_files import root_refusal
 
 DOCUMENTATION = r"""
 ---

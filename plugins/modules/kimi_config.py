@@ -9,9 +9,13 @@ import os
 import re
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.kael_file_write import read_text, write
-from ansible.module_utils.kael_marked import find, with_block, without
-from ansible.module_utils.kael_user_files import root_refusal
+from ansible_collections.kael.appliance.plugins.module_utils.kael_file_write import read_text, write
+from ansible_collections.kael.appliance.plugins.module_utils.kael_marked import (
+    find,
+    with_block,
+    without,
+)
+from ansible_collections.kael.appliance.plugins.module_utils.kael_user_files import root_refusal
 
 try:  # Python 3.11+: the result is checked to be TOML the CLI can read
     import tomllib

@@ -6,14 +6,14 @@ from __future__ import annotations
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.kael_claude_code.command_line import (
+from ansible_collections.kael.appliance.plugins.module_utils.kael_claude_code.command_line import (
     NoClaude,
     StartCommandError,
     flag_groups,
     program_index,
     show,
 )
-from ansible.module_utils.kael_claude_code.start_command import (
+from ansible_collections.kael.appliance.plugins.module_utils.kael_claude_code.start_command import (
     Resume,
     check_live,
     resume_from_argv,
@@ -23,7 +23,12 @@ from ansible.module_utils.kael_claude_code.start_command import (
     resume_from_tmux,
     resume_from_unit_argv,
 )
-from ansible.module_utils.kael_procs import cwd, environ, read_cmdline, which
+from ansible_collections.kael.appliance.plugins.module_utils.kael_procs import (
+    cwd,
+    environ,
+    read_cmdline,
+    which,
+)
 
 DOCUMENTATION = r"""
 ---

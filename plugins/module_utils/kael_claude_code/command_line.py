@@ -2,7 +2,7 @@
 arguments pick the session or are the prompt.
 
 Stdlib only, Python 3.9+: the installer ships this module to the managed host (a copy in
-`roles/kael/module_utils/kael_claude_code/`, see `role_utils`), where no kael-thread-rebuild
+`plugins/module_utils/kael_claude_code/`, see `role_utils`), where no kael-thread-rebuild
 package is installed. The doctor imports it here, so what the installer writes is what the
 doctor later accepts, by construction.
 """
