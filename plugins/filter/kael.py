@@ -66,7 +66,7 @@ def kael_mount_args(lines: Sequence[str], stats: Sequence[dict[str, Any]], reals
     env: dict[str, str] = {}
     seen = dict(zip(kael_mount_paths(lines), zip(stats, reals, strict=True), strict=True))
     for line in lines:
-        kind, _, rest = line.partition("\t")
+        kind, _tab, rest = line.partition("\t")
         fields = rest.split("\t")
         if kind in _MOUNTED:
             path, mode, owner = [*fields, "user"][:3]
@@ -79,7 +79,7 @@ def kael_mount_args(lines: Sequence[str], stats: Sequence[dict[str, Any]], reals
             mounts.append({"type": "bind", "source": path, "target": path,
                            "read_only": mode == "ro"})
         elif kind == "env":
-            name, _, value = fields[0].partition("=")
+            name, _eq, value = fields[0].partition("=")
             env[name] = value
         elif kind not in ("instance", "activation", "state"):
             raise AnsibleFilterError(f"kael_mount_args: unexpected line from kael-mounts: {line!r}")

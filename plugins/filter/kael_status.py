@@ -92,8 +92,8 @@ def kael_status_row(item: dict[str, Any], household: str, daemon: dict[str, Any]
         "dirty": _dirty(answers.get("dirty")),
         "last_operation": _last(answers.get("history")),
         "doctor": {"ok": None if report is None else bool(report.get("ok")),
-                   "failed": [f"{c['name']}: {c['detail']}" + (f" Fix: {c['fix']}"
-                                                             if c.get("fix") else "")
+                   "failed": [f"{c['name']}: {c['detail']}"
+                              + (f" Fix: {c['fix']}" if c.get("fix") else "")
                               for c in failed],
                    "warnings": [c["name"] for c in checks.values() if c.get("warning")]},
         "advisor": any(entry.get("user") == item.get("claude_user")
@@ -149,9 +149,9 @@ def _cells(row: dict[str, Any]) -> list[str]:
         "?" if dirty is None or dirty["share"] is None else
         f"{dirty['share']:.0%} of {dirty['budget_bytes'] // 1024} KiB",
         "none" if last is None else f"{last['status']}, {_age(last['age_seconds'])} ago",
-        "?" if doctor["ok"] is None else ("green" if doctor["ok"] else
-                                          "RED: " + ", ".join(f.split(":")[0]
-                                                             for f in doctor["failed"])),
+        "?" if doctor["ok"] is None else (
+            "green" if doctor["ok"]
+            else "RED: " + ", ".join(f.split(":")[0] for f in doctor["failed"])),
         "on" if row["advisor"] else "off",
         "; ".join(d["what"].upper() for d in row["drift"]) or "-",
     ]

@@ -31,7 +31,7 @@ def read_cmdline(pid: int) -> list[str]:
 def environ(pid: int) -> dict[str, str]:
     pairs = (os.fsdecode(item).partition("=") for item in _read(f"/proc/{pid}/environ")
              .split(b"\0") if item)
-    return {name: value for name, _, value in pairs}
+    return {name: value for name, _eq, value in pairs}
 
 
 def cwd(pid: int) -> str:
@@ -47,7 +47,7 @@ def exe(pid: int) -> str | None:
 
 def _status(pid: int) -> dict[str, str]:
     lines = _read(f"/proc/{pid}/status").decode("utf-8", "replace").splitlines()
-    return {key: value.strip() for key, _, value in (line.partition(":") for line in lines)}
+    return {key: value.strip() for key, _colon, value in (line.partition(":") for line in lines)}
 
 
 def processes() -> Iterator[Proc]:

@@ -96,7 +96,7 @@ def _node(text: str, index: int) -> Node:
     index = _skip(text, index)
     opening = text[index]
     if opening not in "{[":
-        _, end = _DECODER.raw_decode(text, index)
+        _value, end = _DECODER.raw_decode(text, index)
         return Node(index, end, "scalar", [])
     closing = "}" if opening == "{" else "]"
     children: list[tuple[str | None, int, Node]] = []
@@ -119,7 +119,7 @@ def _at(root: Node, path: tuple[str | int, ...]) -> Node:
     node = root
     for step in path:
         node = (node.children[step][2] if isinstance(step, int)
-                else next(child for key, _, child in node.children if key == step))
+                else next(child for key, _at, child in node.children if key == step))
     return node
 
 
@@ -162,7 +162,7 @@ def _append(text: str, container: Node, key: str | None, value: Any) -> str:
     """TEXT with VALUE added as the last member (KEY) or element of CONTAINER."""
     style = _style(text)
     if container.children:
-        _, start, last = container.children[-1]
+        _key, start, last = container.children[-1]
         before = text.rfind(",", 0, start) if len(container.children) > 1 else container.start
         gap = text[before + 1:start]
         indent = gap.rpartition("\n")[2] if "\n" in gap else _line_indent(text, start)
@@ -323,7 +323,7 @@ def _install_hook(edit: _Edit, command: str, timeout: int, previous: str | None
     data = edit.data
     found = _stop_entries(data, [command] + ([previous] if previous else []))
     if len(found) == 1:
-        g, _ = found[0]
+        g, _rest = found[0]
         group = data["hooks"]["Stop"][g]
         if _own_group(group):
             if group["hooks"][0] == entry:
@@ -404,7 +404,7 @@ def put_back(edit: _Edit, created: dict[str, str],
              containers: Sequence[tuple[tuple[str, ...], type]]) -> None:
     """Take away the empty CONTAINERS install created, innermost first: `null` again where it
     found `null`, nothing where it found nothing."""
-    for path, _ in reversed(containers):
+    for path, _kind in reversed(containers):
         before = created.get(".".join(path))
         value = _get(edit.data, path)
         if before is None or value is None or value:
@@ -419,8 +419,8 @@ def put_back(edit: _Edit, created: dict[str, str],
 def _permission_warnings(data: dict[str, Any], server: str) -> list[str]:
     permissions = data.get("permissions") if isinstance(data.get("permissions"), dict) else {}
     warnings = []
-    broad = {f"mcp__{server}", f"mcp__{server}__*"} | {permission(server, t)
-                                                         for t in PROMPTING_TOOLS}
+    broad = {f"mcp__{server}", f"mcp__{server}__*"}
+    broad |= {permission(server, t) for t in PROMPTING_TOOLS}
     for rule in _strings(permissions.get("allow")):
         if rule in broad:
             warnings.append(f"permissions.allow has {rule!r}, so thread_rebuild_request, cancel "

@@ -161,7 +161,7 @@ def install(text: str, block: dict[str, Any], record: BlockRecord | None) -> Blo
         if wanted:
             hook_record[event] = wanted
     created = dict(previous.created)
-    containers = {".".join(path) for path, _ in _containers(events)}
+    containers = {".".join(path) for path, _kind in _containers(events)}
     for path, before in edit.created.items():
         if path in containers:
             created.setdefault(path, before)

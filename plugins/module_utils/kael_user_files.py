@@ -101,7 +101,7 @@ def read_as(uid: int, gid: int, path: str, limit: int = 1 << 20) -> bytes:
     with os.fdopen(reader, "rb") as pipe:
         while chunk := pipe.read(65536):
             chunks.append(chunk)
-    _, status = os.waitpid(child, 0)
+    _pid, status = os.waitpid(child, 0)
     if os.waitstatus_to_exitcode(status) != 0:
         raise OSError(errno.EACCES, f"uid {uid} cannot read it", path)
     return b"".join(chunks)

@@ -4,42 +4,6 @@ pointer runner)."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-from typing import Any
-
-from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.kael.appliance.plugins.module_utils.kael_claude_code.command_line import (
-    StartCommandError,
-    basename,
-    is_claude_process,
-    program_index,
-)
-from ansible_collections.kael.appliance.plugins.module_utils.kael_claude_code.project_dir import (
-    encode_project_dir,
-)
-from ansible_collections.kael.appliance.plugins.module_utils.kael_claude_code.spellings import (
-    parse_exec_start,
-)
-from ansible_collections.kael.appliance.plugins.module_utils.kael_claude_code.start_command import (
-    POINTER_RUNNERS,
-    pointer_path,
-    unit_program,
-)
-from ansible_collections.kael.appliance.plugins.module_utils.kael_procs import (
-    Proc,
-    ancestors,
-    cwd,
-    environ,
-    exe,
-    processes,
-    systemd_unit,
-    user_of,
-    which,
-)
-from ansible_collections.kael.appliance.plugins.module_utils.kael_user_files import read_as
-
 DOCUMENTATION = r"""
 ---
 module: claude_detect
@@ -97,7 +61,11 @@ options:
     description: The tmux client program.
     type: str
     default: tmux
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 attributes:
+  platform:
+    platforms: posix
   check_mode:
     support: full
   diff_mode:
@@ -111,18 +79,18 @@ notes:
   - A user unit's manager is asked over C(/run/user/UID/bus), through C(runuser) when run as
     root (C(--machine=USER@) would need systemd-machined).
 author:
-  - kael-thread-rebuild maintainers
+  - kael-thread-rebuild maintainers (@kael-thread-rebuild)
 """
 
 EXAMPLES = r"""
 - name: Find the instance "companion" in its tmux pane
-  claude_detect:
+  kael.appliance.claude_detect:
     name: companion
     tmux_target: cc:0.0
   register: found
 
 - name: Find a systemd instance
-  claude_detect:
+  kael.appliance.claude_detect:
     name: kael
     base: systemd
     systemd_unit: claude-kael
@@ -203,6 +171,42 @@ seen:
   type: list
   elements: str
 """
+
+import json
+import os
+import subprocess
+from typing import Any
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.kael.appliance.plugins.module_utils.kael_claude_code.command_line import (
+    StartCommandError,
+    basename,
+    is_claude_process,
+    program_index,
+)
+from ansible_collections.kael.appliance.plugins.module_utils.kael_claude_code.project_dir import (
+    encode_project_dir,
+)
+from ansible_collections.kael.appliance.plugins.module_utils.kael_claude_code.spellings import (
+    parse_exec_start,
+)
+from ansible_collections.kael.appliance.plugins.module_utils.kael_claude_code.start_command import (
+    POINTER_RUNNERS,
+    pointer_path,
+    unit_program,
+)
+from ansible_collections.kael.appliance.plugins.module_utils.kael_procs import (
+    Proc,
+    ancestors,
+    cwd,
+    environ,
+    exe,
+    processes,
+    systemd_unit,
+    user_of,
+    which,
+)
+from ansible_collections.kael.appliance.plugins.module_utils.kael_user_files import read_as
 
 TIMEOUT = 10
 

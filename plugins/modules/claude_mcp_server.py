@@ -4,13 +4,6 @@ returning anything else of that file (it holds API keys and OAuth tokens)."""
 
 from __future__ import annotations
 
-import json
-import os
-from typing import Any
-
-from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.kael.appliance.plugins.module_utils.kael_user_files import root_refusal
-
 DOCUMENTATION = r"""
 ---
 module: claude_mcp_server
@@ -34,7 +27,11 @@ options:
     description: The MCP server's name.
     type: str
     default: kael-thread-rebuild
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 attributes:
+  platform:
+    platforms: posix
   check_mode:
     support: full
   diff_mode:
@@ -43,12 +40,12 @@ attributes:
 notes:
   - Runs on the managed host with Python 3.9+ and the standard library only.
 author:
-  - kael-thread-rebuild maintainers
+  - kael-thread-rebuild maintainers (@kael-thread-rebuild)
 """
 
 EXAMPLES = r"""
 - name: Read the MCP server Claude Code has for the user
-  claude_mcp_server:
+  kael.appliance.claude_mcp_server:
     path: /home/kael/.claude.json
   register: registered
 """
@@ -65,6 +62,13 @@ argv:
   type: list
   elements: str
 """
+
+import json
+import os
+from typing import Any
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.kael.appliance.plugins.module_utils.kael_user_files import root_refusal
 
 
 def registration(text: str, server: str) -> dict[str, Any] | None:

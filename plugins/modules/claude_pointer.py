@@ -3,18 +3,6 @@
 
 from __future__ import annotations
 
-import os
-import re
-import stat
-import tempfile
-
-from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.kael.appliance.plugins.module_utils.kael_user_files import (
-    open_ours,
-    root_refusal,
-    symlink_refusal,
-)
-
 DOCUMENTATION = r"""
 module: claude_pointer
 short_description: Put the running session's id into an empty pointer file
@@ -39,6 +27,27 @@ options:
     description: The session the unit's Claude Code runs (a UUID).
     type: str
     required: true
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+author:
+  - kael-thread-rebuild maintainers (@kael-thread-rebuild)
+"""
+
+EXAMPLES = r"""
+- name: Put the running session into the unit's empty pointer, as the Claude user
+  become: true
+  become_user: alice
+  kael.appliance.claude_pointer:
+    path: /home/alice/.local/state/claude-resume-pointer
+    session_id: 0b0e7a52-4f0e-4a51-9d1c-3c8f0a6b2d11
+  register: pointer
 """
 
 RETURN = r"""
@@ -51,6 +60,18 @@ written:
   returned: success
   type: bool
 """
+
+import os
+import re
+import stat
+import tempfile
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.kael.appliance.plugins.module_utils.kael_user_files import (
+    open_ours,
+    root_refusal,
+    symlink_refusal,
+)
 
 SESSION_ID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-"
                         r"[0-9a-fA-F]{12}")

@@ -3,31 +3,6 @@
 
 from __future__ import annotations
 
-import json
-import os
-import stat
-
-from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.kael.appliance.plugins.module_utils.kael_file_write import (
-    backup as _backup,
-)
-from ansible_collections.kael.appliance.plugins.module_utils.kael_file_write import (
-    make_dir as _make_dir,
-)
-from ansible_collections.kael.appliance.plugins.module_utils.kael_file_write import write as _write
-from ansible_collections.kael.appliance.plugins.module_utils.kael_settings import (
-    Record,
-    SettingsError,
-    hook_present,
-    install,
-    uninstall,
-)
-from ansible_collections.kael.appliance.plugins.module_utils.kael_user_files import (
-    open_ours,
-    root_refusal,
-    symlink_refusal,
-)
-
 DOCUMENTATION = r"""
 ---
 module: claude_settings
@@ -109,7 +84,11 @@ options:
         Default C(BACKUP_DIR/settings.json.added.json), or beside the file
         (C(.settings.json.kael-thread-rebuild.json)) without O(backup_dir).
     type: path
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 attributes:
+  platform:
+    platforms: posix
   check_mode:
     support: full
   diff_mode:
@@ -117,18 +96,18 @@ attributes:
 notes:
   - Runs on the managed host with Python 3.9+ and the standard library only.
 author:
-  - kael-thread-rebuild maintainers
+  - kael-thread-rebuild maintainers (@kael-thread-rebuild)
 """
 
 EXAMPLES = r"""
 - name: Wire the Stop hook and the read-only tools into Claude Code
-  claude_settings:
+  kael.appliance.claude_settings:
     path: /home/kael/.claude/settings.json
     hook_command: docker exec -i kael-companion kael-thread-rebuild hook-stop
     backup_dir: /var/lib/kael-thread-rebuild/companion/settings-backups
 
 - name: Take them out again
-  claude_settings:
+  kael.appliance.claude_settings:
     path: /home/kael/.claude/settings.json
     hook_command: docker exec -i kael-companion kael-thread-rebuild hook-stop
     state: absent
@@ -164,6 +143,31 @@ hook_present:
   returned: success
   type: bool
 """
+
+import json
+import os
+import stat
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.kael.appliance.plugins.module_utils.kael_file_write import (
+    backup as _backup,
+)
+from ansible_collections.kael.appliance.plugins.module_utils.kael_file_write import (
+    make_dir as _make_dir,
+)
+from ansible_collections.kael.appliance.plugins.module_utils.kael_file_write import write as _write
+from ansible_collections.kael.appliance.plugins.module_utils.kael_settings import (
+    Record,
+    SettingsError,
+    hook_present,
+    install,
+    uninstall,
+)
+from ansible_collections.kael.appliance.plugins.module_utils.kael_user_files import (
+    open_ours,
+    root_refusal,
+    symlink_refusal,
+)
 
 
 def _record_path(params: dict) -> str:

@@ -4,28 +4,6 @@ Code's settings.json beside the user's own, and take out exactly what it added."
 
 from __future__ import annotations
 
-import json
-import os
-
-from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.kael.appliance.plugins.module_utils.kael_file_write import (
-    backup,
-    make_dir,
-    read_text,
-    write,
-)
-from ansible_collections.kael.appliance.plugins.module_utils.kael_settings import SettingsError
-from ansible_collections.kael.appliance.plugins.module_utils.kael_settings_block import (
-    BlockRecord,
-    install,
-    uninstall,
-)
-from ansible_collections.kael.appliance.plugins.module_utils.kael_user_files import (
-    open_ours,
-    root_refusal,
-    symlink_refusal,
-)
-
 DOCUMENTATION = r"""
 ---
 module: claude_settings_block
@@ -77,7 +55,11 @@ options:
     description: The record's file name in O(backup_dir).
     type: str
     default: settings.json.added.json
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 attributes:
+  platform:
+    platforms: posix
   check_mode:
     support: full
   diff_mode:
@@ -85,12 +67,12 @@ attributes:
 notes:
   - Runs on the managed host with Python 3.9+ and the standard library only.
 author:
-  - kael-thread-rebuild maintainers
+  - kael-thread-rebuild maintainers (@kael-thread-rebuild)
 """
 
 EXAMPLES = r"""
 - name: Merge the advisor's settings
-  claude_settings_block:
+  kael.appliance.claude_settings_block:
     path: /home/alice/.claude/settings.json
     block: "{{ pieces.settings }}"
     backup_dir: /home/alice/.claude/kael-advisor-backups
@@ -112,6 +94,28 @@ backup_file:
   returned: changed and O(backup)
   type: str
 """
+
+import json
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.kael.appliance.plugins.module_utils.kael_file_write import (
+    backup,
+    make_dir,
+    read_text,
+    write,
+)
+from ansible_collections.kael.appliance.plugins.module_utils.kael_settings import SettingsError
+from ansible_collections.kael.appliance.plugins.module_utils.kael_settings_block import (
+    BlockRecord,
+    install,
+    uninstall,
+)
+from ansible_collections.kael.appliance.plugins.module_utils.kael_user_files import (
+    open_ours,
+    root_refusal,
+    symlink_refusal,
+)
 
 
 def _read_record(path: str) -> BlockRecord | None:

@@ -3,33 +3,6 @@
 
 from __future__ import annotations
 
-import os
-
-from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.kael.appliance.plugins.module_utils.kael_claude_code.command_line import (
-    NoClaude,
-    StartCommandError,
-    flag_groups,
-    program_index,
-    show,
-)
-from ansible_collections.kael.appliance.plugins.module_utils.kael_claude_code.start_command import (
-    Resume,
-    check_live,
-    resume_from_argv,
-    resume_from_exec_start,
-    resume_from_pointer_runner,
-    resume_from_shell,
-    resume_from_tmux,
-    resume_from_unit_argv,
-)
-from ansible_collections.kael.appliance.plugins.module_utils.kael_procs import (
-    cwd,
-    environ,
-    read_cmdline,
-    which,
-)
-
 DOCUMENTATION = r"""
 ---
 module: claude_start_command
@@ -117,7 +90,11 @@ options:
         C(claude) was typed), derive from the live process's argv instead.
     type: bool
     default: false
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 attributes:
+  platform:
+    platforms: posix
   check_mode:
     support: full
   diff_mode:
@@ -126,17 +103,17 @@ attributes:
 notes:
   - Runs on the managed host with Python 3.9+ and the standard library only.
 author:
-  - kael-thread-rebuild maintainers
+  - kael-thread-rebuild maintainers (@kael-thread-rebuild)
 """
 
 EXAMPLES = r"""
 - name: Resume command of a systemd unit, checked against its live process
-  claude_start_command:
+  kael.appliance.claude_start_command:
     unit_argv: "{{ (exec_start.stdout | from_json).data[0][1] }}"
     live_pid: "{{ detected.pid }}"
 
 - name: Resume command of a tmux pane
-  claude_start_command:
+  kael.appliance.claude_start_command:
     tmux_start_command: "{{ detected.start_command.value }}"
     shell: /bin/bash
     live_pid: 4242
@@ -144,7 +121,7 @@ EXAMPLES = r"""
   register: started
 
 - name: The incident of 0815, kept whole
-  claude_start_command:
+  kael.appliance.claude_start_command:
     argv: [claude, --continue, --channels, plugin:telegram@claude-plugins-official,
            --dangerously-load-development-channels, server:companion]
 # resume_command: [claude, --resume, "{session_id}", --channels, ...]
@@ -196,6 +173,33 @@ notes:
   type: list
   elements: str
 """
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.kael.appliance.plugins.module_utils.kael_claude_code.command_line import (
+    NoClaude,
+    StartCommandError,
+    flag_groups,
+    program_index,
+    show,
+)
+from ansible_collections.kael.appliance.plugins.module_utils.kael_claude_code.start_command import (
+    Resume,
+    check_live,
+    resume_from_argv,
+    resume_from_exec_start,
+    resume_from_pointer_runner,
+    resume_from_shell,
+    resume_from_tmux,
+    resume_from_unit_argv,
+)
+from ansible_collections.kael.appliance.plugins.module_utils.kael_procs import (
+    cwd,
+    environ,
+    read_cmdline,
+    which,
+)
 
 SOURCES = ("argv", "pid", "unit_argv", "exec_start", "tmux_start_command", "shell_command",
            "pointer_runner_argv")

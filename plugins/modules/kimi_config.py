@@ -4,24 +4,6 @@ user's own keys and taken out again exactly."""
 
 from __future__ import annotations
 
-import json
-import os
-import re
-
-from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.kael.appliance.plugins.module_utils.kael_file_write import read_text, write
-from ansible_collections.kael.appliance.plugins.module_utils.kael_marked import (
-    find,
-    with_block,
-    without,
-)
-from ansible_collections.kael.appliance.plugins.module_utils.kael_user_files import root_refusal
-
-try:  # Python 3.11+: the result is checked to be TOML the CLI can read
-    import tomllib
-except ImportError:  # pragma: no cover - older hosts write without the check
-    tomllib = None  # type: ignore[assignment]
-
 DOCUMENTATION = r"""
 ---
 module: kimi_config
@@ -80,18 +62,22 @@ options:
     description: With O(state=absent), whether install created the file (removed when empty).
     type: bool
     default: false
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 attributes:
+  platform:
+    platforms: posix
   check_mode:
     support: full
   diff_mode:
     support: full
 author:
-  - kael-thread-rebuild maintainers
+  - kael-thread-rebuild maintainers (@kael-thread-rebuild)
 """
 
 EXAMPLES = r"""
 - name: The advisor's provider
-  kimi_config:
+  kael.appliance.kimi_config:
     path: /home/alice/.kimi-code/config.toml
     base_url: https://api.example/v1
     model: kimi-for-coding
@@ -105,6 +91,24 @@ created:
   returned: success
   type: bool
 """
+
+import json
+import os
+import re
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.kael.appliance.plugins.module_utils.kael_file_write import read_text, write
+from ansible_collections.kael.appliance.plugins.module_utils.kael_marked import (
+    find,
+    with_block,
+    without,
+)
+from ansible_collections.kael.appliance.plugins.module_utils.kael_user_files import root_refusal
+
+try:  # Python 3.11+: the result is checked to be TOML the CLI can read
+    import tomllib
+except ImportError:  # pragma: no cover - older hosts write without the check
+    tomllib = None  # type: ignore[assignment]
 
 TOP = ("# kael-advisor: begin (added by the kael-advisor installer; removed by its uninstall)",
        "# kael-advisor: end")
@@ -208,7 +212,7 @@ def main() -> None:
         module.fail_json(msg=problem)
     path = os.path.realpath(params["path"])
     try:
-        _, original = read_text(path)
+        _data, original = read_text(path)
     except (OSError, UnicodeDecodeError) as exc:
         module.fail_json(msg=f"{path} cannot be read as uid {os.geteuid()}: {exc}")
     exists = os.path.exists(path)

@@ -4,17 +4,6 @@ the file kept byte for byte."""
 
 from __future__ import annotations
 
-import os
-
-from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.kael.appliance.plugins.module_utils.kael_file_write import read_text, write
-from ansible_collections.kael.appliance.plugins.module_utils.kael_marked import (
-    find,
-    with_block,
-    without,
-)
-from ansible_collections.kael.appliance.plugins.module_utils.kael_user_files import root_refusal
-
 DOCUMENTATION = r"""
 ---
 module: marked_block
@@ -48,18 +37,22 @@ options:
     description: With O(state=absent), whether install created the file (it is removed when empty).
     type: bool
     default: false
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 attributes:
+  platform:
+    platforms: posix
   check_mode:
     support: full
   diff_mode:
     support: full
 author:
-  - kael-thread-rebuild maintainers
+  - kael-thread-rebuild maintainers (@kael-thread-rebuild)
 """
 
 EXAMPLES = r"""
 - name: The advisor-discipline block in CLAUDE.md
-  marked_block:
+  kael.appliance.marked_block:
     path: /home/alice/.claude/CLAUDE.md
     block: "{{ pieces.templates['CLAUDE.md'] }}"
 """
@@ -70,6 +63,17 @@ created:
   returned: success
   type: bool
 """
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.kael.appliance.plugins.module_utils.kael_file_write import read_text, write
+from ansible_collections.kael.appliance.plugins.module_utils.kael_marked import (
+    find,
+    with_block,
+    without,
+)
+from ansible_collections.kael.appliance.plugins.module_utils.kael_user_files import root_refusal
 
 
 def main() -> None:
@@ -88,7 +92,7 @@ def main() -> None:
         module.fail_json(msg=problem)
     path = os.path.realpath(params["path"])
     try:
-        _, original = read_text(path)
+        _data, original = read_text(path)
     except (OSError, UnicodeDecodeError) as exc:
         module.fail_json(msg=f"{path} cannot be read as uid {os.geteuid()}: {exc}")
     exists = os.path.exists(path)

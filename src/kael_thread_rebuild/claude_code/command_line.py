@@ -292,6 +292,5 @@ def derive_args(args: Sequence[str]) -> Derived:
     return Derived(out, [args[i] for i in sorted(gone)], insert_at)
 
 
-
 def show(groups: Iterable[FlagGroup]) -> str:
     return ", ".join(" ".join(group) for group in groups)

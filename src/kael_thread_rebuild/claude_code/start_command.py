@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from .command_line import (
     PLACEHOLDER,
@@ -120,13 +120,14 @@ def _option_command_at(argv: Sequence[str], index: int) -> tuple[int, str] | Non
     return None
 
 
-_Found = tuple[tuple[int, str] | None, int]
+if TYPE_CHECKING:  # a runtime alias with `|` would fail on the households' Python 3.9
+    _Found = tuple[tuple[int, str] | None, int]  # pylint: disable=unsupported-binary-operation
 
 
 def _long_command_option(argv: Sequence[str], word_index: int, with_value: set[str]) -> _Found:
     """For the long option ARGV[WORD_INDEX]: where the command string is when it is --command,
     and the index of the next word to read."""
-    name, equals, _ = argv[word_index].partition("=")
+    name, equals, _value = argv[word_index].partition("=")
     if name != "--command":
         return None, word_index + (1 if equals or name not in with_value else 2)
     if equals:
@@ -407,7 +408,7 @@ def resume_from_exec_start(text: str) -> Resume:
         wrapper = _wrapper_at(argv, index)
         if wrapper is not None:
             # The command string was split on its spaces; as the last argument it is the rest.
-            word_index, _ = wrapper
+            word_index, _words = wrapper
             argv = [*argv[:word_index], " ".join(argv[word_index:])]
             notes.append("systemctl show joins arguments with spaces: the command string of "
                          f"{basename(argv[index])} was taken as the rest of the line")
