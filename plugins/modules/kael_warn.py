@@ -21,8 +21,6 @@ options:
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
 attributes:
-  action:
-    support: full
   check_mode:
     support: full
   diff_mode:
