@@ -129,3 +129,38 @@ def test_an_operator_installs_it_offline_and_runs_it_by_fqcn(
                      checked.stdout), checked.stdout[-2000:]  # what a real run would change
     assert settings.read_bytes() == original  # check mode
     assert sorted(p.name for p in operator.iterdir()) == sorted([tarball.name, "inventory.yml"])
+
+
+@pytest.mark.parametrize("present", [True, False])
+def test_a_relative_image_archive_is_found_beside_the_inventory(tmp_path: Path,
+                                                                present: bool) -> None:
+    """`kael_image_archive: dist/…` means beside the inventory, wherever the collection is
+    installed and whichever directory the play runs from; a missing one fails in one line that
+    says where it looked."""
+    operator = tmp_path / "inventory-repo"
+    (operator / "dist").mkdir(parents=True)
+    archive = operator / "dist" / "kael-thread-rebuild-0.1.0.tar.gz"
+    if present:
+        archive.write_bytes(b"")
+    (operator / "inventory.yml").write_text(yaml.safe_dump({"households": {
+        "vars": {"kael_image_archive": "dist/kael-thread-rebuild-0.1.0.tar.gz"},
+        "hosts": {"localhost": {"ansible_connection": "local",
+                                "ansible_python_interpreter": str(VENV_BIN / "python")}}}}))
+    (tmp_path / "play.yml").write_text(yaml.safe_dump([{
+        "hosts": "households", "gather_facts": True, "gather_subset": ["min"], "tasks": [
+            {"name": "Find the archive", "ansible.builtin.include_role": {
+                "name": "kael.appliance.kael_appliance", "tasks_from": "archive.yml"}},
+            {"name": "Show it", "ansible.builtin.debug": {"var": "kael_appliance_archive"}}]}]))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    done = subprocess.run(
+        [str(VENV_BIN / "ansible-playbook"), "-i", str(operator / "inventory.yml"),
+         str(tmp_path / "play.yml")], cwd=elsewhere, env=ansible_env(tmp_path),
+        capture_output=True, text=True, timeout=300, check=False)
+    if present:
+        assert done.returncode == 0, done.stdout[-3000:]
+        assert f'"kael_appliance_archive": "{archive}"' in done.stdout
+    else:
+        assert done.returncode != 0
+        assert (f"kael_image_archive dist/kael-thread-rebuild-0.1.0.tar.gz: no such file on the "
+                f"control machine (looked for {archive};") in done.stdout
