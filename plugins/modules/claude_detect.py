@@ -62,14 +62,9 @@ options:
     type: str
     default: tmux
 extends_documentation_fragment:
-  - ansible.builtin.action_common_attributes
+  - kael.appliance.module
 attributes:
-  platform:
-    platforms: posix
-  check_mode:
-    support: full
   diff_mode:
-    support: none
     details: Read-only.
 notes:
   - Linux only (C(/proc)); run it as root to see other users' processes. Reading another
@@ -78,8 +73,6 @@ notes:
     C(seen) with the reason).
   - A user unit's manager is asked over C(/run/user/UID/bus), through C(runuser) when run as
     root (C(--machine=USER@) would need systemd-machined).
-author:
-  - kael-thread-rebuild maintainers (@kael-thread-rebuild)
 """
 
 EXAMPLES = r"""

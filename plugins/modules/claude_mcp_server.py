@@ -28,19 +28,10 @@ options:
     type: str
     default: kael-thread-rebuild
 extends_documentation_fragment:
-  - ansible.builtin.action_common_attributes
+  - kael.appliance.module
 attributes:
-  platform:
-    platforms: posix
-  check_mode:
-    support: full
   diff_mode:
-    support: none
     details: Read-only.
-notes:
-  - Runs on the managed host with Python 3.9+ and the standard library only.
-author:
-  - kael-thread-rebuild maintainers (@kael-thread-rebuild)
 """
 
 EXAMPLES = r"""

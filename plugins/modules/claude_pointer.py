@@ -28,16 +28,7 @@ options:
     type: str
     required: true
 extends_documentation_fragment:
-  - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
-author:
-  - kael-thread-rebuild maintainers (@kael-thread-rebuild)
+  - kael.appliance.module
 """
 
 EXAMPLES = r"""

@@ -85,18 +85,10 @@ options:
         (C(.settings.json.kael-thread-rebuild.json)) without O(backup_dir).
     type: path
 extends_documentation_fragment:
-  - ansible.builtin.action_common_attributes
+  - kael.appliance.module
 attributes:
-  platform:
-    platforms: posix
-  check_mode:
-    support: full
   diff_mode:
     support: full
-notes:
-  - Runs on the managed host with Python 3.9+ and the standard library only.
-author:
-  - kael-thread-rebuild maintainers (@kael-thread-rebuild)
 """
 
 EXAMPLES = r"""

@@ -56,18 +56,10 @@ options:
     type: str
     default: settings.json.added.json
 extends_documentation_fragment:
-  - ansible.builtin.action_common_attributes
+  - kael.appliance.module
 attributes:
-  platform:
-    platforms: posix
-  check_mode:
-    support: full
   diff_mode:
     support: full
-notes:
-  - Runs on the managed host with Python 3.9+ and the standard library only.
-author:
-  - kael-thread-rebuild maintainers (@kael-thread-rebuild)
 """
 
 EXAMPLES = r"""

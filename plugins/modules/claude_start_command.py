@@ -91,19 +91,10 @@ options:
     type: bool
     default: false
 extends_documentation_fragment:
-  - ansible.builtin.action_common_attributes
+  - kael.appliance.module
 attributes:
-  platform:
-    platforms: posix
-  check_mode:
-    support: full
   diff_mode:
-    support: none
     details: Read-only; there is nothing to show a difference of.
-notes:
-  - Runs on the managed host with Python 3.9+ and the standard library only.
-author:
-  - kael-thread-rebuild maintainers (@kael-thread-rebuild)
 """
 
 EXAMPLES = r"""

@@ -38,16 +38,10 @@ options:
     type: bool
     default: false
 extends_documentation_fragment:
-  - ansible.builtin.action_common_attributes
+  - kael.appliance.module
 attributes:
-  platform:
-    platforms: posix
-  check_mode:
-    support: full
   diff_mode:
     support: full
-author:
-  - kael-thread-rebuild maintainers (@kael-thread-rebuild)
 """
 
 EXAMPLES = r"""
