@@ -99,6 +99,7 @@ kael_make_state_dir() {
     fi
     as=(setpriv --reuid="$uid" --regid="$gid" --clear-groups)
   fi
+  # shellcheck disable=SC2015  # either mkdir failing is the one error below
   ${as[@]+"${as[@]}"} mkdir -p -- "$parent" && ${as[@]+"${as[@]}"} mkdir -m 0700 -- "$path" || {
     echo "kael: cannot make the state dir $path as uid $uid; make it (mode 0700, that uid's)" >&2
     return 2
@@ -113,6 +114,7 @@ kael_config_facts() {
   KAEL_HOME="$(kael_home "$uid")"
   [ -n "$KAEL_HOME" ] || KAEL_HOME=/nonexistent
   kael_mountable "$config" root-or-user "$uid" "(the config)" || return 2
+  # shellcheck disable=SC2030  # a scratch KAEL_ARGS for this one-off container only
   KAEL_FACTS="$(KAEL_ARGS=(); kael_bind "$config" ro; kael_limits
     docker run --rm --network none --read-only --cap-drop ALL \
       --security-opt no-new-privileges --no-healthcheck --user "$uid:$gid" -e HOME="$KAEL_HOME" \
@@ -130,6 +132,7 @@ kael_config_facts() {
 kael_read_config() {
   local config="$2" uid="$3" gid="$4" kind path mode owner
   kael_config_facts "$@" || return 2
+  # shellcheck disable=SC2031  # the caller's KAEL_ARGS, not kael_config_facts' scratch one
   KAEL_ARGS+=(-e "HOME=$KAEL_HOME")  # the config's variable comes as an `env` line
   while IFS=$'\t' read -r kind path mode owner; do
     case "$kind" in

@@ -57,6 +57,7 @@ user="${user:-$(id -u):$(id -g)}"
 if [ -n "$with_project" ]; then
   [ -d "$project" ] || fail "$project is not a directory"
   mkdir -p "$project/.agent" "$kimi_home"
+  # shellcheck disable=SC2174  # only the sessions dir itself must be 0700, not its parents
   mkdir -p -m 700 "$sessions"
   project="$(cd "$project" && pwd -P)"
 fi
