@@ -54,4 +54,4 @@ def test_the_run_after_a_failed_config_change_starts_the_daemon_on_the_new_confi
             assert seen.rc == 0 and seen.stdout == text, seen.stdout + seen.stderr
     # The daemon ran on the new config before doctor judged it.
     judged = rerun.out.index("Judge the doctor")
-    assert rerun.out.rfind("TASK [kael_appliance : Run the daemon", 0, judged) >= 0
+    assert rerun.out.rfind("TASK [kael.appliance.kael_appliance : Run the daemon", 0, judged) >= 0

@@ -101,7 +101,7 @@ def test_a_config_change_recreates_the_daemon_before_doctor_judges(all_hosts: li
             assert seen.rc == 0 and seen.stdout == text, seen.stdout + seen.stderr
     assert sum(recreated.values()), "the change reached no instance: nothing was proven"
     judged = changed.out.index("Judge the doctor")
-    assert changed.out.rfind("TASK [kael_appliance : Run the daemon", 0, judged) >= 0
+    assert changed.out.rfind("TASK [kael.appliance.kael_appliance : Run the daemon", 0, judged) >= 0
     assert "RUNNING HANDLER" not in changed.out
 
 
