@@ -1,0 +1,176 @@
+"""The payload scanner: one pass over a line's bytes that finds its long string values and
+measures them without decoding them, so that the reader parses only the rest (`skeleton`).
+
+Written for mypyc (bytes, native `i64` integers, no dicts): compiled, it runs at a fraction of
+orjson's parse; interpreted, about 40 times slower than that, so the reader uses it only where
+it runs compiled (`COMPILED`) unless told otherwise (`KAEL_SCANNER`, see `reader.engine`).
+It imports nothing of the package, so that it builds on its own.
+"""
+
+from importlib.machinery import EXTENSION_SUFFIXES
+
+from mypy_extensions import i64
+
+#: Whether this module runs compiled (mypyc builds it into an extension module).
+COMPILED: bool = __file__.endswith(tuple(EXTENSION_SUFFIXES))
+
+_QUOTE = 34
+_BACKSLASH = 92
+
+
+def _hex4(raw: bytes, i: i64) -> i64:
+    """The value of the four hex digits at I, -1 when they are not."""
+    value: i64 = 0
+    end: i64 = i + 4
+    while i < end:
+        c: i64 = raw[i]
+        if 48 <= c <= 57:
+            value = value * 16 + c - 48
+        elif 97 <= c <= 102:
+            value = value * 16 + c - 87
+        elif 65 <= c <= 70:
+            value = value * 16 + c - 55
+        else:
+            return -1
+        i += 1
+    return value
+
+
+def _utf8_length(raw: bytes, i: i64, n: i64) -> i64:
+    """The length of the UTF-8 sequence whose lead byte (at least 0x80) is at I, 0 when it is
+    not one (overlong, a surrogate, past U+10FFFF, cut short)."""
+    lead: i64 = raw[i]
+    low: i64 = 0x80
+    high: i64 = 0xBF
+    size: i64 = 0
+    if 0xC2 <= lead <= 0xDF:
+        size = 2
+    elif 0xE0 <= lead <= 0xEF:
+        size = 3
+        low = 0xA0 if lead == 0xE0 else 0x80
+        high = 0x9F if lead == 0xED else 0xBF
+    elif 0xF0 <= lead <= 0xF4:
+        size = 4
+        low = 0x90 if lead == 0xF0 else 0x80
+        high = 0x8F if lead == 0xF4 else 0xBF
+    else:
+        return 0
+    if i + size > n:
+        return 0
+    second: i64 = raw[i + 1]
+    if second < low or second > high:
+        return 0
+    k: i64 = 2
+    while k < size:
+        follow: i64 = raw[i + k]
+        if follow < 0x80 or follow > 0xBF:
+            return 0
+        k += 1
+    return size
+
+
+def _escaped_size(c: i64) -> i64:
+    """The bytes `dumps_line` writes for the character C (below 0x80)."""
+    if c in (_QUOTE, _BACKSLASH, 8, 9, 10, 12, 13):
+        return 2
+    if c < 0x20:
+        return 6
+    return 1
+
+
+def _is_key(raw: bytes, i: i64, n: i64) -> bool:
+    """Whether the string that ended just before I is an object's key."""
+    while i < n:
+        c: i64 = raw[i]
+        if c != 32 and c != 9 and c != 10 and c != 13:
+            return c == 58
+        i += 1
+    return False
+
+
+def long_strings(raw: bytes, least: i64) -> list[i64]:
+    """Every string value of the line RAW whose body (between its quotes) is at least LEAST
+    bytes, as four numbers each: where its body starts and ends in RAW, its UTF-8 bytes (escapes
+    decoded, a lone surrogate as three bytes) and the bytes `dumps_line` writes for it (quotes
+    included). Keys are left out. Raises ValueError when a string of the line is not what a
+    JSON parse accepts (a control character, a bad escape, bad UTF-8, no closing quote);
+    outside strings nothing is checked (the parse of the rest does that)."""
+    found: list[i64] = []
+    n: i64 = len(raw)
+    i: i64 = raw.find(b'"')
+    while 0 <= i < n:
+        i += 1
+        start: i64 = i
+        utf8: i64 = 0
+        written: i64 = 2
+        while True:
+            if i >= n:
+                raise ValueError("a string does not end")
+            c: i64 = raw[i]
+            if c == _QUOTE:
+                break
+            if 0x20 <= c < 0x80 and c != _BACKSLASH:
+                utf8 += 1
+                written += 1
+                i += 1
+            elif c >= 0x80:
+                size: i64 = _utf8_length(raw, i, n)
+                if size == 0:
+                    raise ValueError("not UTF-8")
+                utf8 += size
+                written += size
+                i += size
+            elif c < 0x20:
+                raise ValueError("a control character in a string")
+            else:
+                if i + 1 >= n:
+                    raise ValueError("a string does not end")
+                escape: i64 = raw[i + 1]
+                if escape != 117:
+                    if escape in (34, 92, 98, 102, 110, 114, 116):
+                        written += 2
+                    elif escape == 47:
+                        written += 1
+                    else:
+                        raise ValueError("a bad escape")
+                    utf8 += 1
+                    i += 2
+                    continue
+                if i + 6 > n:
+                    raise ValueError("a string does not end")
+                unit: i64 = _hex4(raw, i + 2)
+                if unit < 0:
+                    raise ValueError("a bad escape")
+                i += 6
+                if unit < 0x80:
+                    utf8 += 1
+                    written += _escaped_size(unit)
+                elif unit < 0x800:
+                    utf8 += 2
+                    written += 2
+                elif unit < 0xD800 or unit > 0xDFFF:
+                    utf8 += 3
+                    written += 3
+                else:
+                    paired = False
+                    if unit <= 0xDBFF and i + 6 <= n and raw[i] == _BACKSLASH \
+                            and raw[i + 1] == 117:
+                        low: i64 = _hex4(raw, i + 2)
+                        if 0xDC00 <= low <= 0xDFFF:
+                            paired = True
+                            i += 6
+                    if paired:
+                        utf8 += 4
+                        written += 4
+                    else:  # a lone surrogate: three bytes as text, written as its escape
+                        utf8 += 3
+                        written += 6
+        end: i64 = i
+        i += 1
+        if end - start >= least and not _is_key(raw, i, n):
+            found.append(start)
+            found.append(end)
+            found.append(utf8)
+            found.append(written)
+        i = raw.find(b'"', i)
+    return found
