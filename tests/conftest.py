@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -42,3 +44,17 @@ def make_config(tmp_path: Path, project_dir: Path) -> ConfigFactory:
         return config
 
     return build
+
+
+@pytest.fixture
+def single_threaded() -> None:
+    """For a test that needs the scan's forked reader: the engine forks only in a process that
+    runs no other thread. Threads an earlier test left ending are waited for a moment; one
+    still running fails the test by name (it would otherwise fail later as a plan read by one
+    process)."""
+    deadline = time.monotonic() + 10
+    while threading.active_count() > 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    others = [thread.name for thread in threading.enumerate()
+              if thread is not threading.main_thread()]
+    assert not others, f"threads left running by an earlier test: {others}"

@@ -119,7 +119,8 @@ def run(project: Path, message: str, session: str | None, *,
     _RUNNING.add(process)
     lines: queue.Queue[bytes | None] = queue.Queue()
     errors: list[bytes] = []
-    threading.Thread(target=_pump, args=(process.stdout, lines), daemon=True).start()
+    out_reader = threading.Thread(target=_pump, args=(process.stdout, lines), daemon=True)
+    out_reader.start()
     err_reader = threading.Thread(
         target=lambda: errors.append(process.stderr.read()), daemon=True)  # type: ignore[union-attr]
     err_reader.start()
@@ -142,7 +143,9 @@ def run(project: Path, message: str, session: str | None, *,
     finally:
         _end(process, wait)
         _RUNNING.discard(process)
-    err_reader.join(timeout=5)
+        # Its pipes close with the process group: a failed run leaves no reader behind either.
+        out_reader.join(timeout=5)
+        err_reader.join(timeout=5)
     stderr = b"".join(errors)[-MAX_STDERR:].decode("utf-8", "replace")
     if process.returncode != 0:
         raise _failure(process.returncode, stderr, transcript)

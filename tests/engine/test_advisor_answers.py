@@ -76,6 +76,7 @@ def _line_starts(path: Path, *needles: bytes) -> list[int]:
     return starts
 
 
+@pytest.mark.usefixtures("single_threaded")
 @pytest.mark.parametrize("answer_tools", [None, ["mcp__other__poll"], []],
                          ids=["advisor", "another-tool", "no-rule"])
 def test_a_split_read_equals_a_single_read_wherever_it_splits(

@@ -28,6 +28,7 @@ def _busy_session() -> TranscriptBuilder:
     return b
 
 
+@pytest.mark.usefixtures("single_threaded")
 @pytest.mark.parametrize("damage", ["none", "unreadable", "repeated_uuid", "torn_tail"])
 def test_split_read_equals_single_read(damage: str, make_config: ConfigFactory,
                                        monkeypatch: pytest.MonkeyPatch) -> None:
@@ -78,6 +79,7 @@ def test_no_fork_while_other_threads_run(monkeypatch: pytest.MonkeyPatch) -> Non
     assert not scan_module._can_fork(1 << 40, False)
 
 
+@pytest.mark.usefixtures("single_threaded")
 def test_cli_starts_reading_before_the_engine_is_imported(
         make_config: ConfigFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from kael_thread_rebuild.interfaces import prestart as prestart_module

@@ -253,6 +253,7 @@ def _config_file(config: Config, tmp_path: Path) -> Path:
     return toml
 
 
+@pytest.mark.usefixtures("single_threaded")
 def test_no_early_reader_when_the_cache_takes_the_file_up(make_config: ConfigFactory,
                                                           tmp_path: Path,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:

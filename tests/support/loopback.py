@@ -4,9 +4,12 @@ advisor's Kimi Code CLI)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 
@@ -19,6 +22,34 @@ class QuietServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
     api: Any
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._open: set[socket.socket] = set()
+        self._open_lock = threading.Lock()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._open_lock:
+            self._open.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._open_lock:
+            self._open.discard(request)
+        super().shutdown_request(request)
+
+    def close_connections(self, timeout: float = 5.0) -> None:
+        """End the keep-alive connections a client left open, and wait for their handlers: a
+        handler thread left waiting for a next request outlives the test that started it (and
+        a process with other threads running does not fork its scanner)."""
+        with self._open_lock:
+            open_now = list(self._open)
+        for request in open_now:
+            with contextlib.suppress(OSError):
+                request.shutdown(socket.SHUT_RDWR)
+        deadline = time.monotonic() + timeout
+        while self._open and time.monotonic() < deadline:
+            time.sleep(0.01)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # A CLI drops keep-alive connections when it exits, or is killed mid-request.
@@ -95,6 +126,7 @@ class LoopbackServer:
         self._stopping()
         if self._server is not None:
             self._server.shutdown()
+            self._server.close_connections()
             self._server.server_close()
             self._server = None
         if self._thread is not None:
