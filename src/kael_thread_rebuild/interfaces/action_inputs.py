@@ -12,13 +12,10 @@ from ..claude_code.settings import HOOK_TIMEOUT
 from ..defaults import MAX_REASON_CHARS
 from ..operations.service import CANCEL_WORD, REBUILD_WORD, RELOAD_WORD, ROLLBACK_WORD
 from .action_model import Cli
+from .reading import Transcript
 
 DEFAULT_WAIT_SECONDS = 600.0
 
-Transcript = Annotated[str | None, Field(
-    description="a transcript inside project_dir; default: the newest session transcript"), Cli(
-    "the transcript to read (inside project_dir); default: the newest transcript in "
-    "project_dir that is not a candidate")]
 _OPERATION = "the operation_id a request returned"
 
 
@@ -40,10 +37,6 @@ ReloadWord = Annotated[str, Field(description=f"exactly {RELOAD_WORD}, only afte
 
 class NoInput(BaseModel):
     pass
-
-
-class TranscriptInput(BaseModel):
-    transcript: Transcript = None
 
 
 class CandidateInput(BaseModel):

@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..conversation.dirty import DirtyReport
 from ..doctor.model import DoctorReport
 from ..errors import Refused, UsageError
 from ..fsutil import atomic_write_bytes
@@ -32,7 +31,7 @@ from ..operations.service import (
 from ..operations.stop_hook import record_stop_input
 from ..operations.store import Recovery
 from ..paths import require_path_text, resolve_transcript, shown
-from ..plan import PlanReport, build_plan
+from ..plan import build_plan
 from ..state_layout import HOOK_LOG, OPERATIONS, WORKER_LOG
 from . import formatters as show
 from .action_inputs import (
@@ -47,7 +46,6 @@ from .action_inputs import (
     ServeInput,
     StartFailedInput,
     StatusInput,
-    TranscriptInput,
     WaitInput,
 )
 from .action_model import Action, Call, Nothing, Tool
@@ -61,19 +59,11 @@ from .outcomes import (
     StatusResult,
     Waited,
 )
+from .reading import DIRTY, PLAN
 
 MAX_WAIT_SECONDS = 7 * 86400.0
 
 # -- the service functions -----------------------------------------------------------------------
-
-
-def _plan(call: Call, given: TranscriptInput) -> PlanReport:
-    return build_plan(call.config, resolve_transcript(call.config, given.transcript),
-                      started=call.started, cached=True).report
-
-
-def _dirty(call: Call, given: TranscriptInput) -> DirtyReport:
-    return _plan(call, given).dirty
 
 
 def _candidate(call: Call, given: CandidateInput) -> CandidateSummary:
@@ -244,22 +234,8 @@ ACTIONS: tuple[Action[Any, Any], ...] = (
                   "(read-only): project dir, workdir, state dir, target, running session, "
                   "resume command flags, Stop hook and its delivery, MCP registration and "
                   "containers, stuck operations, image and daemon versions.")),
-    Action(
-        "dirty", "runtime bytes by category and whether to rebuild",
-        "Report the runtime bytes (tool results, tool calls, thinking, images, injections, "
-        "attachments, sidechains, system) against dirty_budget_bytes, and whether a rebuild is "
-        "advised. It only advises; it never requests.",
-        TranscriptInput, DirtyReport, changes=False, run=_dirty, show=show.show_report,
-        tool=Tool("thread_rebuild_dirty", "Runtime bytes by category and whether a rebuild is "
-                  "advised (read-only; it never requests).")),
-    Action(
-        "plan", "show what a rebuild would carry (read-only)",
-        "Read a transcript and report what a rebuild would carry: turns, speech by origin, the "
-        "startup snapshot, budget, poison score, the dirty ledger and why it would be blocked. "
-        "Changes nothing.",
-        TranscriptInput, PlanReport, changes=False, run=_plan, show=show.show_report,
-        tool=Tool("thread_rebuild_plan", "What a rebuild would carry and whether it is blocked "
-                  "(read-only). Show it to the human before any request.")),
+    DIRTY,
+    PLAN,
     Action(
         "candidate", "write and verify a rebuilt session (preview/export)",
         "Write DIR/<new id>.jsonl and DIR/<new id>.manifest.json, verify them from disk, and "

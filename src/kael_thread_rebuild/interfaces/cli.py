@@ -1,13 +1,15 @@
 """The `kael-thread-rebuild` command line: one subcommand per action of the table (`actions`).
 
-The table is imported when the parser is built, not at the top: `hook-stop` and `prestart`
-must not wait for it, and `--help`, `COMMAND --help` and `--version` never import it (they are
-answered from the subcommands' snapshot, `cli_spec`).
+The words are parsed by the parser built from the subcommands' snapshot (`cli_spec`), which
+needs no engine: `--help`, `COMMAND --help` and `--version` end there, and a command imports
+only the module that declares its action (`plan` and `dirty`: `reading`, not the whole table).
+`hook-stop` goes to its own fast path (`hook`) first.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -29,19 +31,20 @@ EXIT_CODES = "exit codes: 0 ok, 1 refused or failed (with the reason), 2 usage o
 def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser],
                 parent: argparse.ArgumentParser, spec: CommandSpec,
                 action: Action[Any, Any] | None) -> None:
-    """The subcommand SPEC describes; ACTION is what it runs (None: it only shows help)."""
+    """The subcommand SPEC describes; ACTION is what it runs (None: `find_action` imports it
+    from the module SPEC names)."""
     command = commands.add_parser(spec["name"], parents=[parent], help=spec["summary"],
                                   description=spec["description"])
     for option in spec["options"]:
         command.add_argument(option["flag"], **argparse_options(option))
-    command.set_defaults(action=action)
+    command.set_defaults(action=action, action_module=spec["module"])
 
 
-def build_parser(*, for_help: bool = False) -> argparse.ArgumentParser:
-    """The whole command line, from the action table; FOR_HELP: from its snapshot, without
-    importing the engine (the parser then only shows help, its version and usage errors)."""
+def build_parser(*, from_snapshot: bool = False) -> argparse.ArgumentParser:
+    """The whole command line, from the action table; FROM_SNAPSHOT: from its snapshot,
+    without importing the engine (the parsed words then name their action's module)."""
     actions: dict[str, Action[Any, Any]] = {}
-    if for_help:
+    if from_snapshot:
         specs = snapshot()
     else:
         from .actions import ACTIONS
@@ -65,6 +68,15 @@ def build_parser(*, for_help: bool = False) -> argparse.ArgumentParser:
     return parser
 
 
+def find_action(args: argparse.Namespace) -> Action[Any, Any]:
+    """The action of the parsed subcommand, its module imported if the parser had not."""
+    if args.action is not None:
+        found: Action[Any, Any] = args.action
+        return found
+    declared: tuple[Action[Any, Any], ...] = importlib.import_module(args.action_module).ACTIONS
+    return next(action for action in declared if action.name == args.command)
+
+
 def invoke(action: Action[Any, Any], config: Config, args: argparse.Namespace,
            started: SecondHalf | None) -> int:
     """Run ACTION with the parsed options, print its output, return its exit code."""
@@ -86,9 +98,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return run(words)
     if asks_help:
-        # Help, the version or a usage error end here (argparse exits); should the parse ever
-        # return, the engine's own parser takes the words as usual.
-        build_parser(for_help=True).parse_args(words)
+        # Help and the version end here (argparse exits), before `prestart` is imported.
+        build_parser(from_snapshot=True).parse_args(words)
     from .prestart import prestart
 
     started = prestart(words)
@@ -100,15 +111,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(words: list[str], started: SecondHalf | None) -> int:
+    args = build_parser(from_snapshot=True).parse_args(words)
+    args.json = getattr(args, "json", False)
+    action = find_action(args)
     # Imported here, not at the top: `hook-stop` and `prestart` must not wait for them.
     from ..config import load_config
     from ..errors import KaelError
 
-    args = build_parser().parse_args(words)
-    args.json = getattr(args, "json", False)
     try:
         config = load_config(getattr(args, "config", None))
-        code = invoke(args.action, config, args, started)
+        code = invoke(action, config, args, started)
     except KaelError as exc:
         exc.report(PROG)
         return exc.exit_code

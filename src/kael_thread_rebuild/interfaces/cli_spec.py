@@ -1,10 +1,11 @@
 """The command line's subcommands as plain data, so that `--help` needs no engine.
 
 Building the parser from the action table imports pydantic and every action's models (about
-0.2 s); `--help`, `COMMAND --help` and `--version` only print. So each subcommand is described
-by a `CommandSpec` (what argparse is told about it), the parser is built from those specs
-(`cli.build_parser`), and the help path reads them from `cli_snapshot.json`, recorded from the
-action table (`python -m kael_thread_rebuild.interfaces.cli_spec`) and checked by a test.
+0.2 s); `--help`, `COMMAND --help` and `--version` only print, and a command needs only its own
+action. So each subcommand is described by a `CommandSpec` (what argparse is told about it, and
+the module that declares its action), the parser is built from those specs
+(`cli.build_parser`), and the command line reads them from `cli_snapshot.json`, recorded from
+the action table (`python -m kael_thread_rebuild.interfaces.cli_spec`) and checked by a test.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ class CommandSpec(TypedDict):
     summary: str
     description: str
     options: list[OptionSpec]
+    module: str  # the module that declares its action (`cli` imports only that one)
 
 
 def _type_name(annotation: Any) -> str | None:
@@ -64,7 +66,7 @@ def command_spec(action: Action[Any, Any]) -> CommandSpec:
             option["type"] = kind
         options.append(option)
     return {"name": action.name, "summary": action.summary, "description": action.description,
-            "options": options}
+            "options": options, "module": action.run.__module__}
 
 
 def argparse_options(option: OptionSpec) -> dict[str, Any]:

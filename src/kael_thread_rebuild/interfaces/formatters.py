@@ -7,8 +7,6 @@ import sys
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel
-
 from ..doctor.model import Check, DoctorReport
 from ..errors import Refused
 from ..operations.model import Operation
@@ -73,12 +71,6 @@ def _skipped(strays: list[StrayFile]) -> dict[str, Any]:
 
 
 # -- reports -------------------------------------------------------------------------------------
-
-
-def show_report(report: BaseModel, as_json: bool) -> int:
-    """`plan`, `dirty`: the report as aligned lines, or JSON."""
-    emit(report, as_json)
-    return 0
 
 
 def show_candidate(summary: CandidateSummary, as_json: bool) -> int:
