@@ -68,3 +68,19 @@ def test_a_reading_command_imports_only_what_it_uses(one_turn: tuple[Path, Path]
     report = build_plan(load_config(config), transcript).report
     expected = report.dirty if command == "dirty" else report
     assert json.loads(done.stdout) == expected.model_dump(mode="json")
+
+
+def test_the_stop_hook_with_nothing_waiting_imports_no_engine(one_turn: tuple[Path, Path]) -> None:
+    """Claude Code runs the hook after every reply: when no operation waits for a Stop, it
+    answers from the standard library, without pydantic, the config model or the table."""
+    config, _ = one_turn
+    env = {**os.environ, "PYTHONPROFILEIMPORTTIME": "1"}
+    env.pop(CONFIG_ENV, None)
+    done = subprocess.run([str(CLI), "--config", str(config), "hook-stop"], input="{}",
+                          capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert done.returncode == 0 and done.stdout == ""
+    imported = _imported(done.stderr)
+    assert "kael_thread_rebuild.interfaces.hook" in imported, "no import was profiled"
+    engine = ("pydantic", "kael_thread_rebuild.config", "kael_thread_rebuild.plan",
+              "kael_thread_rebuild.conversation", *NOT_FOR_READING)
+    assert [name for name in imported if name.startswith(engine)] == []
