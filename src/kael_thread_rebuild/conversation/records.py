@@ -37,7 +37,6 @@ from ..claude_code.record_shapes import (
     user_text,
 )
 from ..defaults import ANSWER_MARK, DEFAULT_ANSWER_TOOLS, DEFAULT_SPEECH_TOOLS
-from ..transcript import reader
 from ..transcript.reader import text_bytes
 from ..transcript.skeleton import BigText, json_size, materialize
 from .arrays import NARROW, IdentityArray, append_wide, extend_wide, narrow
@@ -406,10 +405,12 @@ class Classifier:
         # Lines of user/assistant records whose shape Claude Code cannot have written.
         self.impossible_lines: list[int] = []
 
+    def settle(self, record: dict[str, Any]) -> None:
+        """Decode the long strings of RECORD it reads as text (`read_records`' SETTLE)."""
+        settle(record, self.speech_tools)
+
     def classify(self, line: int, record: dict[str, Any], size: int, offset: int,
                  tally: MutableMapping[str, int]) -> None:
-        if size > reader.LONG_LINE:
-            settle(record, self.speech_tools)
         uuid = record.get("uuid")
         if is_speech_type(record.get("type")) and impossible_shape(record) is not None:
             self.impossible_lines.append(line)

@@ -50,7 +50,8 @@ def _classify_range(handle: BinaryIO, start: int, length: int,
     tally: dict[str, int] = {}
     stats = ReadStats()
     classify = read.classify
-    for line, record, size, offset in read_records(handle, start, length, stats):
+    for line, record, size, offset in read_records(handle, start, length, stats,
+                                                   settle=read.settle):
         classify(line, record, size, offset, tally)
     return read, tally, stats
 

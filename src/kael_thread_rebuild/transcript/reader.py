@@ -10,15 +10,16 @@ import bisect
 import hashlib
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 import orjson
 
+from . import scanner
 from .json_text import dumps_line, loads_line, loads_with_surrogates, text_bytes
 from .sha256_state import ResumableSha256
-from .skeleton import loads_long_line
+from .skeleton import loads_long_line, loads_skeleton, new_mark
 
 __all__ = ["FileDigest", "ReadStats", "dumps_line", "loads_line", "read_line", "read_records",
            "text_bytes"]
@@ -28,6 +29,28 @@ HASH_CHUNK = 1 << 20
 # A line longer than this is measured before it is read (see `_line_at`), and read without
 # decoding its long strings (see `skeleton`).
 LONG_LINE = 8 << 20
+# The compiled engine leaves every string value of at least this many bytes undecoded (a
+# `skeleton.BigText`); see benchmarks/README.md ("The payload scanner") for how it was chosen.
+SKIP_LEAST = 1024
+# ... in a line longer than this: most shorter lines have no such string, and would be read
+# twice (scanned, then parsed whole).
+SCAN_ABOVE = 4096
+ENGINE_VARIABLE = "KAEL_SCANNER"
+ENGINES = ("compiled", "interpreted")
+
+
+def engine() -> str:
+    """How lines are read: "compiled", the scanner finds the long string values of a line and
+    measures them, and only the rest is parsed; "interpreted", every line is parsed whole (and
+    only a line longer than LONG_LINE has its strings of a megabyte or more left undecoded).
+    The compiled engine where `scanner` runs compiled; KAEL_SCANNER=compiled|interpreted
+    forces one (compiled with an interpreted scanner gives the same records, slowly: tests)."""
+    forced = os.environ.get(ENGINE_VARIABLE, "")
+    if forced in ENGINES:
+        return forced
+    return "compiled" if scanner.COMPILED else "interpreted"
+
+
 @dataclass(slots=True)
 class ReadStats:
     """What the reader saw besides the records: counts and the lines it could not use."""
@@ -144,10 +167,16 @@ def _read_exactly(fd: int, size: int, offset: int) -> bytes | bytearray:
     return whole
 
 
-def read_records(handle: BinaryIO, start: int, length: int,
-                 stats: ReadStats) -> Iterator[tuple[int, dict[str, Any], int, int]]:
+def read_records(handle: BinaryIO, start: int, length: int, stats: ReadStats, *,
+                 settle: Callable[[dict[str, Any]], None],
+                 ) -> Iterator[tuple[int, dict[str, Any], int, int]]:
     """Yield (line number, record, line size, line offset) for the JSON-object lines in the
     LENGTH bytes of HANDLE from offset START. Line numbers count from 1 at START.
+
+    A long string value may be left undecoded, a `skeleton.BigText` (a line longer than
+    LONG_LINE; with the compiled engine, any string value of SKIP_LEAST bytes or more, see
+    `engine`): SETTLE is called on each record that holds one before it is yielded, to decode
+    those its reader needs as text (`conversation.measured`).
 
     A last line without a newline is a write in progress: it is skipped and flagged in
     `stats.torn_final_line`. Lines that are not JSON objects are listed in
@@ -157,6 +186,8 @@ def read_records(handle: BinaryIO, start: int, length: int,
     loads = orjson.loads
     decode_error = orjson.JSONDecodeError
     fd = handle.fileno()
+    skip_above = SCAN_ABOVE if engine() == "compiled" else LONG_LINE
+    mark = new_mark()
     line_no = 0
     consumed = 0
     handle.seek(start)
@@ -174,8 +205,11 @@ def read_records(handle: BinaryIO, start: int, length: int,
                 break
             try:
                 if size > LONG_LINE:
-                    record = loads_long_line(raw, fd, offset)
+                    record, skeletal = loads_long_line(raw, fd, offset), True
+                elif size > skip_above:
+                    record, skeletal = _loads_scanned(raw, fd, offset, mark)
                 else:
+                    skeletal = False
                     try:
                         record = loads(raw)
                     except decode_error:
@@ -188,11 +222,27 @@ def read_records(handle: BinaryIO, start: int, length: int,
             if type(record) is not dict:
                 stats.unreadable_lines.append(line_no)
                 continue
+            if skeletal:
+                settle(record)
             yield line_no, record, size, offset
             del record
     finally:
         stats.lines = line_no
         stats.bytes_read = consumed
+
+
+def _loads_scanned(raw: bytes | bytearray, fd: int, offset: int,
+                   mark: str) -> tuple[Any, bool]:
+    """The value of the line RAW, its string values of SKIP_LEAST bytes or more as BigTexts,
+    and whether it has any. A line the scanner or the parse of its skeleton refuses is parsed
+    whole, so that what is read or refused is decided as on the interpreted engine."""
+    try:
+        found = scanner.long_strings(bytes(raw), SKIP_LEAST)
+        if found:
+            return loads_skeleton(raw, fd, offset, found, mark), True
+    except ValueError:
+        pass
+    return loads_line(raw), False
 
 
 def read_line(fd: int, offset: int, length: int) -> dict[str, Any]:

@@ -8,14 +8,16 @@ It imports nothing of the package, so that it builds on its own.
 """
 
 from importlib.machinery import EXTENSION_SUFFIXES
+from typing import Final
 
 from mypy_extensions import i64
 
 #: Whether this module runs compiled (mypyc builds it into an extension module).
 COMPILED: bool = __file__.endswith(tuple(EXTENSION_SUFFIXES))
 
-_QUOTE = 34
-_BACKSLASH = 92
+# Final: mypyc puts them in the code (a plain global is looked up at every use).
+_QUOTE: Final = 34
+_BACKSLASH: Final = 92
 
 
 def _hex4(raw: bytes, i: i64) -> i64:
@@ -97,12 +99,17 @@ def long_strings(raw: bytes, least: i64) -> list[i64]:
     outside strings nothing is checked (the parse of the rest does that)."""
     found: list[i64] = []
     n: i64 = len(raw)
-    i: i64 = raw.find(b'"')
-    while 0 <= i < n:
+    i: i64 = 0
+    while i < n:
+        if raw[i] != _QUOTE:
+            i += 1
+            continue
         i += 1
         start: i64 = i
-        utf8: i64 = 0
-        written: i64 = 2
+        # Plain ASCII and UTF-8 are as many bytes in the line, decoded and written: only an
+        # escape counts, by how much shorter it is decoded (SHORTER) and written (UNWRITTEN).
+        shorter: i64 = 0
+        unwritten: i64 = 0
         while True:
             if i >= n:
                 raise ValueError("a string does not end")
@@ -110,15 +117,11 @@ def long_strings(raw: bytes, least: i64) -> list[i64]:
             if c == _QUOTE:
                 break
             if 0x20 <= c < 0x80 and c != _BACKSLASH:
-                utf8 += 1
-                written += 1
                 i += 1
             elif c >= 0x80:
                 size: i64 = _utf8_length(raw, i, n)
                 if size == 0:
                     raise ValueError("not UTF-8")
-                utf8 += size
-                written += size
                 i += size
             elif c < 0x20:
                 raise ValueError("a control character in a string")
@@ -127,13 +130,11 @@ def long_strings(raw: bytes, least: i64) -> list[i64]:
                     raise ValueError("a string does not end")
                 escape: i64 = raw[i + 1]
                 if escape != 117:
-                    if escape in (34, 92, 98, 102, 110, 114, 116):
-                        written += 2
-                    elif escape == 47:
-                        written += 1
-                    else:
+                    if escape == 47:
+                        unwritten += 1
+                    elif escape not in (_QUOTE, _BACKSLASH, 98, 102, 110, 114, 116):
                         raise ValueError("a bad escape")
-                    utf8 += 1
+                    shorter += 1
                     i += 2
                     continue
                 if i + 6 > n:
@@ -143,14 +144,14 @@ def long_strings(raw: bytes, least: i64) -> list[i64]:
                     raise ValueError("a bad escape")
                 i += 6
                 if unit < 0x80:
-                    utf8 += 1
-                    written += _escaped_size(unit)
+                    shorter += 5
+                    unwritten += 6 - _escaped_size(unit)
                 elif unit < 0x800:
-                    utf8 += 2
-                    written += 2
+                    shorter += 4
+                    unwritten += 4
                 elif unit < 0xD800 or unit > 0xDFFF:
-                    utf8 += 3
-                    written += 3
+                    shorter += 3
+                    unwritten += 3
                 else:
                     paired = False
                     if unit <= 0xDBFF and i + 6 <= n and raw[i] == _BACKSLASH \
@@ -159,18 +160,16 @@ def long_strings(raw: bytes, least: i64) -> list[i64]:
                         if 0xDC00 <= low <= 0xDFFF:
                             paired = True
                             i += 6
-                    if paired:
-                        utf8 += 4
-                        written += 4
-                    else:  # a lone surrogate: three bytes as text, written as its escape
-                        utf8 += 3
-                        written += 6
+                    if paired:  # twelve bytes, four decoded and written
+                        shorter += 8
+                        unwritten += 8
+                    else:  # a lone surrogate: three bytes decoded, written as its escape
+                        shorter += 3
         end: i64 = i
         i += 1
         if end - start >= least and not _is_key(raw, i, n):
             found.append(start)
             found.append(end)
-            found.append(utf8)
-            found.append(written)
-        i = raw.find(b'"', i)
+            found.append(end - start - shorter)
+            found.append(end - start + 2 - unwritten)
     return found

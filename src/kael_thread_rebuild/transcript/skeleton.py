@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from .json_text import dumps_line, loads_line, text_bytes
@@ -124,15 +124,32 @@ def loads_long_line(raw: bytes | bytearray, fd: int, offset: int) -> Any:
     spans = _big_spans(raw)
     if not spans:
         return loads_line(raw)
-    mark = "\0" + os.urandom(8).hex() + ":"
+    found: list[int] = []
+    for start, end in spans:
+        found += (start, end, *_measure(raw, start, end))
+    return loads_skeleton(raw, fd, offset, found, new_mark())
+
+
+def new_mark() -> str:
+    """A prefix no string of a transcript starts with, for `loads_skeleton`'s placeholders."""
+    return "\0" + os.urandom(8).hex() + ":"
+
+
+def loads_skeleton(raw: bytes | bytearray, fd: int, offset: int, found: Sequence[int],
+                   mark: str) -> Any:
+    """The value of the line RAW (at OFFSET of the file open as FD), with the string values
+    FOUND (four numbers each: their body's start and end in RAW, UTF-8 and JSON bytes, as
+    `scanner.long_strings` gives them) as `BigText`s: the rest of the line is parsed with each
+    of them replaced by a short placeholder starting with MARK (`new_mark`). Raises ValueError
+    when that rest is not JSON."""
     placeholder = ("\\u0000" + mark[1:]).encode()
     pieces: list[bytes | bytearray] = []
     bigs: list[BigText] = []
     last = 0
-    for number, (start, end) in enumerate(spans):
-        utf8, written = _measure(raw, start, end)
+    for number in range(0, len(found), 4):
+        start, end, utf8, written = found[number:number + 4]
         bigs.append(BigText(fd, offset + start, end - start, utf8, written))
-        pieces += (raw[last:start], placeholder, str(number).encode())
+        pieces += (raw[last:start], placeholder, str(number // 4).encode())
         last = end
     pieces.append(raw[last:])
     value = loads_line(b"".join(pieces))
@@ -142,13 +159,21 @@ def loads_long_line(raw: bytes | bytearray, fd: int, offset: int) -> Any:
 
 
 def _restore(value: Any, mark: str, bigs: list[BigText]) -> None:
-    """Put each BigText where its placeholder is."""
-    def swap(item: Any) -> Any:
-        if type(item) is str and item.startswith(mark):
-            return bigs[int(item[len(mark):])]
-        return item
-
-    _swap_leaves(value, swap)
+    """Put each BigText where its placeholder is (the walk stops when all are placed)."""
+    left = len(bigs)
+    skip = len(mark)
+    stack = [value]
+    while stack and left:
+        current = stack.pop()
+        pairs = current.items() if type(current) is dict else enumerate(current)
+        for key, item in pairs:
+            kind = type(item)
+            if kind is str:
+                if item.startswith(mark):
+                    current[key] = bigs[int(item[skip:])]
+                    left -= 1
+            elif kind is dict or kind is list:
+                stack.append(item)
 
 
 def _swap_leaves(value: Any, swap: Callable[[Any], Any]) -> None:
