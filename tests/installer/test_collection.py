@@ -57,6 +57,7 @@ def test_the_tarball_holds_what_users_run_and_nothing_else(tarball: Path) -> Non
             "playbooks/status.yml"} <= set(names)
     stray = [n for n in names if n.split("/")[0] in {"src", "tests", "molecule", "benchmarks",
                                                       ".ci", ".venv", ".tools", "examples"}
+             or n in {"pyproject.toml", "setup.py"}
              or "__pycache__" in n or n.endswith((".pyc", ".whl", ".tar.gz"))]
     assert stray == []
     assert tarball.stat().st_size < 1_000_000

@@ -10,6 +10,7 @@ from ..config import Config
 from ..errors import KaelError
 from ..operations.model import utcnow
 from .daemon import check_daemon
+from .engine import check_engine
 from .facts import Facts
 from .files import check_claude_workdir, check_operations, check_project_dir, check_state_dir
 from .hooks import check_hook_delivery, check_stop_hook
@@ -42,6 +43,7 @@ CHECKS: tuple[CheckFn, ...] = (
     check_mcp_server,
     check_mcp_loaded,
     check_operations,
+    check_engine,
     check_mcp_containers,
     check_versions,
     check_claude_access,

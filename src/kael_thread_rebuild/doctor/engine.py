@@ -1,0 +1,43 @@
+"""The engine: whether the transcript scanner runs compiled (mypyc) or interpreted, and in an
+editable install whether the compiled one is older than the scanner.py it was built from."""
+
+from __future__ import annotations
+
+import json
+from importlib import metadata
+from pathlib import Path
+
+from ..transcript import scanner
+from .facts import Facts
+from .model import Check, passed, warned
+
+DISTRIBUTION = "kael-thread-rebuild"
+REBUILD = ("rebuild it: `.venv/bin/pip install -c constraints.txt -e '.[dev]'` in the checkout "
+           "(or .ci/setup)")
+
+
+def editable() -> bool:
+    """Whether this package is installed editable (its modules are the checkout's own files)."""
+    try:
+        direct_url = metadata.distribution(DISTRIBUTION).read_text("direct_url.json")
+    except metadata.PackageNotFoundError:
+        return False
+    if not direct_url:
+        return False
+    return bool(json.loads(direct_url).get("dir_info", {}).get("editable", False))
+
+
+def check_engine(facts: Facts) -> Check:
+    """Compiled is what an install with a C compiler and the image run; interpreted is the same
+    rules at a slower pace (plans read transcripts more slowly), not a fault."""
+    name = "engine"
+    module = Path(scanner.__file__)
+    if not scanner.COMPILED:
+        return passed(name, "the transcript scanner runs interpreted (this install has no "
+                            "compiled one; plans read large transcripts more slowly): to compile "
+                            "it, reinstall with a C compiler and the Python headers present")
+    source = module.with_name("scanner.py")
+    if editable() and source.exists() and source.stat().st_mtime > module.stat().st_mtime:
+        return warned(name, f"the compiled scanner {module.name} is older than {source}: it "
+                            "runs the rules as they were when it was built", REBUILD)
+    return passed(name, f"the transcript scanner runs compiled ({module.name})")
