@@ -2,10 +2,13 @@
 # Make a Debian bookworm base image WITHOUT any container registry: debootstrap a minbase root
 # filesystem, prune what a container never needs, and `docker import` it.
 #
-#   image/make-base.sh [--force] [--name NAME:TAG] [--include PKG,PKG,...] [--variant runtime|minbase]
+#   image/make-base.sh [--force] [--name NAME:TAG] [--include PKG,PKG,...]
+#                      [--variant runtime|builder|minbase]
 #
 # Defaults: --name kael-base:bookworm --variant runtime (= minbase + the appliance's runtime:
-# python3, python3-venv, tmux, ca-certificates). `--variant minbase` adds nothing. `--include`
+# python3, python3-venv, tmux, ca-certificates). `--variant builder` is runtime + a C compiler
+# and the Python headers (the image's builder stage compiles the scanner with them; they never
+# reach the runtime image). `--variant minbase` adds nothing. `--include`
 # appends packages (e.g. systemd,dbus for a stand-in household). Skips when NAME:TAG exists;
 # --force rebuilds. Environment: DEBIAN_MIRROR (default http://deb.debian.org/debian),
 # KAEL_BASE_CACHE (where the root filesystem is assembled; default .tools/base-rootfs).
@@ -22,7 +25,7 @@ while [ $# -gt 0 ]; do
     --name) name="$2"; shift ;;
     --include) extra="$2"; shift ;;
     --variant) variant="$2"; shift ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     *) echo "make-base: unknown argument: $1" >&2; exit 2 ;;
   esac
   shift
@@ -30,8 +33,9 @@ done
 
 case "$variant" in
   runtime) include="python3,python3-venv,tmux,ca-certificates" ;;
+  builder) include="python3,python3-venv,tmux,ca-certificates,gcc,libc6-dev,python3-dev" ;;
   minbase) include="" ;;
-  *) echo "make-base: --variant must be runtime or minbase" >&2; exit 2 ;;
+  *) echo "make-base: --variant must be runtime, builder or minbase" >&2; exit 2 ;;
 esac
 if [ -n "$extra" ]; then include="${include:+$include,}$extra"; fi
 
