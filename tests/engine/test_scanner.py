@@ -22,7 +22,7 @@ from kael_thread_rebuild.config import Config
 from kael_thread_rebuild.conversation import scan as scan_module
 from kael_thread_rebuild.conversation.records import SpeechRules
 from kael_thread_rebuild.plan import build_plan
-from kael_thread_rebuild.transcript import reader, scanner, skeleton
+from kael_thread_rebuild.transcript import reader, skeleton
 from kael_thread_rebuild.transcript.json_text import dumps_line, loads_line, text_bytes
 from tests.conftest import ConfigFactory
 from tests.engine.helpers import carried, source_path
@@ -262,7 +262,9 @@ def test_records_through_the_scanner_are_the_lines(
 def test_the_engine_is_chosen_by_the_module_and_can_be_forced(
         monkeypatch: pytest.MonkeyPatch, compiled: ModuleType) -> None:
     monkeypatch.delenv(reader.ENGINE_VARIABLE, raising=False)
-    assert reader.engine() == ("compiled" if scanner.COMPILED else "interpreted")
+    monkeypatch.setattr(reader, "SCANNER_BY_DEFAULT", True)
+    monkeypatch.setattr(reader, "scanner", _load(SOURCE, "scanner_again"))
+    assert reader.engine() == "interpreted"
     monkeypatch.setattr(reader, "scanner", compiled)
     assert reader.engine() == "compiled"
     monkeypatch.setenv(reader.ENGINE_VARIABLE, "interpreted")
@@ -270,3 +272,7 @@ def test_the_engine_is_chosen_by_the_module_and_can_be_forced(
     monkeypatch.setenv(reader.ENGINE_VARIABLE, "compiled")
     monkeypatch.setattr(reader, "scanner", _load(SOURCE, "scanner_again"))
     assert reader.engine() == "compiled"
+    monkeypatch.delenv(reader.ENGINE_VARIABLE)
+    monkeypatch.setattr(reader, "SCANNER_BY_DEFAULT", False)
+    monkeypatch.setattr(reader, "scanner", compiled)
+    assert reader.engine() == "interpreted"

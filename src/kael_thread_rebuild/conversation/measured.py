@@ -1,10 +1,12 @@
-"""Which parts of a long line's record are only measured, never read as words.
+"""Which parts of a record are only measured, never read as words.
 
-The reader leaves each long string of a long line undecoded (`transcript.skeleton.BigText`).
-Before such a record is classified, every long string the classifier reads as text (speech,
-ids, types, start-up context) is decoded; those it only measures stay as they are: tool
-results, tool inputs (except a speech tool's), thinking, images, and every field it never
-looks at (`toolUseResult`, an attachment's payload, a system record's content).
+The reader leaves long strings undecoded (`transcript.skeleton.BigText`): those of a long line,
+and with the compiled engine every string value of `reader.SKIP_LEAST` bytes or more (see
+`reader.engine`). Before such a record is classified (`read_records`' SETTLE), every long
+string the classifier reads as text (speech, ids, types, start-up context) is decoded; those
+it only measures stay as they are: tool results, tool inputs (except a speech tool's),
+thinking, images, and every field it never looks at (`toolUseResult`, an attachment's payload,
+a system record's content).
 """
 
 from __future__ import annotations

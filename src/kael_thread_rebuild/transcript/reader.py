@@ -30,11 +30,14 @@ HASH_CHUNK = 1 << 20
 # decoding its long strings (see `skeleton`).
 LONG_LINE = 8 << 20
 # The compiled engine leaves every string value of at least this many bytes undecoded (a
-# `skeleton.BigText`); see benchmarks/README.md ("The payload scanner") for how it was chosen.
-SKIP_LEAST = 1024
-# ... in a line longer than this: most shorter lines have no such string, and would be read
-# twice (scanned, then parsed whole).
-SCAN_ABOVE = 4096
+# `skeleton.BigText`), in a line longer than SCAN_ABOVE (a shorter line rarely holds one, and
+# would be read twice: scanned, then parsed whole); see benchmarks/README.md, "The payload
+# scanner", for how they were chosen.
+SKIP_LEAST = 16384
+SCAN_ABOVE = SKIP_LEAST
+# Whether the compiled engine is the default where the scanner runs compiled. Not yet: on the
+# generated transcripts it is no faster than parsing every line whole (benchmarks/README.md).
+SCANNER_BY_DEFAULT = False
 ENGINE_VARIABLE = "KAEL_SCANNER"
 ENGINES = ("compiled", "interpreted")
 
@@ -43,12 +46,13 @@ def engine() -> str:
     """How lines are read: "compiled", the scanner finds the long string values of a line and
     measures them, and only the rest is parsed; "interpreted", every line is parsed whole (and
     only a line longer than LONG_LINE has its strings of a megabyte or more left undecoded).
-    The compiled engine where `scanner` runs compiled; KAEL_SCANNER=compiled|interpreted
-    forces one (compiled with an interpreted scanner gives the same records, slowly: tests)."""
+    KAEL_SCANNER=compiled|interpreted chooses (compiled with an interpreted scanner gives the
+    same records, slowly: for tests); unset, the compiled engine runs where `scanner` runs
+    compiled if SCANNER_BY_DEFAULT."""
     forced = os.environ.get(ENGINE_VARIABLE, "")
     if forced in ENGINES:
         return forced
-    return "compiled" if scanner.COMPILED else "interpreted"
+    return "compiled" if SCANNER_BY_DEFAULT and scanner.COMPILED else "interpreted"
 
 
 @dataclass(slots=True)

@@ -1,10 +1,11 @@
 """The payload scanner: one pass over a line's bytes that finds its long string values and
 measures them without decoding them, so that the reader parses only the rest (`skeleton`).
 
-Written for mypyc (bytes, native `i64` integers, no dicts): compiled, it runs at a fraction of
-orjson's parse; interpreted, about 40 times slower than that, so the reader uses it only where
-it runs compiled (`COMPILED`) unless told otherwise (`KAEL_SCANNER`, see `reader.engine`).
-It imports nothing of the package, so that it builds on its own.
+Written for mypyc (bytes, native `i64` integers, no dicts): compiled, it reads about as fast as
+orjson parses; interpreted, about 40 times slower. The reader uses it when told to
+(`KAEL_SCANNER=compiled`, see `reader.engine`), and by default only where it runs compiled
+(`COMPILED`) once that pays (`reader.SCANNER_BY_DEFAULT`; benchmarks/README.md, "The payload
+scanner"). It imports nothing of the package, so that it builds on its own.
 """
 
 from importlib.machinery import EXTENSION_SUFFIXES
