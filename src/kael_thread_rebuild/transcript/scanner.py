@@ -91,6 +91,70 @@ def _is_key(raw: bytes, i: i64, n: i64) -> bool:
     return False
 
 
+def _unicode_escape(raw: bytes, i: i64, n: i64) -> tuple[i64, i64, i64]:
+    """The `\\uXXXX` escape at I (a surrogate pair: both): where what follows it starts, and how
+    much shorter it is decoded and written than in the line."""
+    if i + 6 > n:
+        raise ValueError("a string does not end")
+    unit: i64 = _hex4(raw, i + 2)
+    if unit < 0:
+        raise ValueError("a bad escape")
+    i += 6
+    if unit < 0x80:
+        return i, 5, 6 - _escaped_size(unit)
+    if unit < 0x800:
+        return i, 4, 4
+    if unit < 0xD800 or unit > 0xDFFF:
+        return i, 3, 3
+    if unit <= 0xDBFF and i + 6 <= n and raw[i] == _BACKSLASH and raw[i + 1] == 117:
+        low: i64 = _hex4(raw, i + 2)
+        if 0xDC00 <= low <= 0xDFFF:  # twelve bytes, four decoded and written
+            return i + 6, 8, 8
+    return i, 3, 0  # a lone surrogate: three bytes decoded, written as its escape
+
+
+def _escape(raw: bytes, i: i64, n: i64) -> tuple[i64, i64, i64]:
+    """The escape whose backslash is at I: as `_unicode_escape`."""
+    if i + 1 >= n:
+        raise ValueError("a string does not end")
+    escape: i64 = raw[i + 1]
+    if escape == 117:
+        return _unicode_escape(raw, i, n)
+    if escape == 47:
+        return i + 2, 1, 1
+    if escape not in (_QUOTE, _BACKSLASH, 98, 102, 110, 114, 116):
+        raise ValueError("a bad escape")
+    return i + 2, 1, 0
+
+
+def _string_body(raw: bytes, i: i64, n: i64) -> tuple[i64, i64, i64]:
+    """The body of the string starting at I (after its quote): where its closing quote is, and
+    how much shorter it is decoded (SHORTER) and written (UNWRITTEN) than in the line. Plain
+    ASCII and UTF-8 are as many bytes in the line, decoded and written: only escapes count."""
+    shorter: i64 = 0
+    unwritten: i64 = 0
+    while True:
+        if i >= n:
+            raise ValueError("a string does not end")
+        c: i64 = raw[i]
+        if c == _QUOTE:
+            return i, shorter, unwritten
+        if 0x20 <= c < 0x80 and c != _BACKSLASH:
+            i += 1
+        elif c >= 0x80:
+            size: i64 = _utf8_length(raw, i, n)
+            if size == 0:
+                raise ValueError("not UTF-8")
+            i += size
+        elif c < 0x20:
+            raise ValueError("a control character in a string")
+        else:
+            after, less, unwritten_here = _escape(raw, i, n)
+            i = after
+            shorter += less
+            unwritten += unwritten_here
+
+
 def long_strings(raw: bytes, least: i64) -> list[i64]:
     """Every string value of the line RAW whose body (between its quotes) is at least LEAST
     bytes, as four numbers each: where its body starts and ends in RAW, its UTF-8 bytes (escapes
@@ -105,69 +169,9 @@ def long_strings(raw: bytes, least: i64) -> list[i64]:
         if raw[i] != _QUOTE:
             i += 1
             continue
-        i += 1
-        start: i64 = i
-        # Plain ASCII and UTF-8 are as many bytes in the line, decoded and written: only an
-        # escape counts, by how much shorter it is decoded (SHORTER) and written (UNWRITTEN).
-        shorter: i64 = 0
-        unwritten: i64 = 0
-        while True:
-            if i >= n:
-                raise ValueError("a string does not end")
-            c: i64 = raw[i]
-            if c == _QUOTE:
-                break
-            if 0x20 <= c < 0x80 and c != _BACKSLASH:
-                i += 1
-            elif c >= 0x80:
-                size: i64 = _utf8_length(raw, i, n)
-                if size == 0:
-                    raise ValueError("not UTF-8")
-                i += size
-            elif c < 0x20:
-                raise ValueError("a control character in a string")
-            else:
-                if i + 1 >= n:
-                    raise ValueError("a string does not end")
-                escape: i64 = raw[i + 1]
-                if escape != 117:
-                    if escape == 47:
-                        unwritten += 1
-                    elif escape not in (_QUOTE, _BACKSLASH, 98, 102, 110, 114, 116):
-                        raise ValueError("a bad escape")
-                    shorter += 1
-                    i += 2
-                    continue
-                if i + 6 > n:
-                    raise ValueError("a string does not end")
-                unit: i64 = _hex4(raw, i + 2)
-                if unit < 0:
-                    raise ValueError("a bad escape")
-                i += 6
-                if unit < 0x80:
-                    shorter += 5
-                    unwritten += 6 - _escaped_size(unit)
-                elif unit < 0x800:
-                    shorter += 4
-                    unwritten += 4
-                elif unit < 0xD800 or unit > 0xDFFF:
-                    shorter += 3
-                    unwritten += 3
-                else:
-                    paired = False
-                    if unit <= 0xDBFF and i + 6 <= n and raw[i] == _BACKSLASH \
-                            and raw[i + 1] == 117:
-                        low: i64 = _hex4(raw, i + 2)
-                        if 0xDC00 <= low <= 0xDFFF:
-                            paired = True
-                            i += 6
-                    if paired:  # twelve bytes, four decoded and written
-                        shorter += 8
-                        unwritten += 8
-                    else:  # a lone surrogate: three bytes decoded, written as its escape
-                        shorter += 3
-        end: i64 = i
-        i += 1
+        start: i64 = i + 1
+        end, shorter, unwritten = _string_body(raw, start, n)
+        i = end + 1
         if end - start >= least and not _is_key(raw, i, n):
             found.append(start)
             found.append(end)
