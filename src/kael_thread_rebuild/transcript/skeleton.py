@@ -159,21 +159,13 @@ def loads_skeleton(raw: bytes | bytearray, fd: int, offset: int, found: Sequence
 
 
 def _restore(value: Any, mark: str, bigs: list[BigText]) -> None:
-    """Put each BigText where its placeholder is (the walk stops when all are placed)."""
-    left = len(bigs)
-    skip = len(mark)
-    stack = [value]
-    while stack and left:
-        current = stack.pop()
-        pairs = current.items() if type(current) is dict else enumerate(current)
-        for key, item in pairs:
-            kind = type(item)
-            if kind is str:
-                if item.startswith(mark):
-                    current[key] = bigs[int(item[skip:])]
-                    left -= 1
-            elif kind is dict or kind is list:
-                stack.append(item)
+    """Put each BigText where its placeholder is."""
+    def swap(item: Any) -> Any:
+        if type(item) is str and item.startswith(mark):
+            return bigs[int(item[len(mark):])]
+        return item
+
+    _swap_leaves(value, swap)
 
 
 def _swap_leaves(value: Any, swap: Callable[[Any], Any]) -> None:
