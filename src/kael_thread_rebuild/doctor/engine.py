@@ -29,13 +29,14 @@ def editable() -> bool:
 
 def check_engine(facts: Facts) -> Check:
     """Compiled is what an install with a C compiler and the image run; interpreted is the same
-    rules at a slower pace (plans read transcripts more slowly), not a fault."""
+    rules, not a fault (and as fast while plans parse every line whole, `reader.engine`)."""
     name = "engine"
     module = Path(scanner.__file__)
     if not scanner.COMPILED:
         return passed(name, "the transcript scanner runs interpreted (this install has no "
-                            "compiled one; plans read large transcripts more slowly): to compile "
-                            "it, reinstall with a C compiler and the Python headers present")
+                            "compiled one; plans parse every line whole, as fast today): to "
+                            "compile it, reinstall with a C compiler and the Python headers "
+                            "present")
     source = module.with_name("scanner.py")
     if editable() and source.exists() and source.stat().st_mtime > module.stat().st_mtime:
         return warned(name, f"the compiled scanner {module.name} is older than {source}: it "
