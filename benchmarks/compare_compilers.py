@@ -1,22 +1,23 @@
-"""Which compiler for a scanner that measures payloads without decoding them (issue 26): mypyc
+"""Which compiler for the scanner that measures payloads without decoding them (issue 26): mypyc
 or Cython, chosen by measurement.
 
-The kernel is the inner loop such a scanner runs over every byte of a line: the UTF-8 size of
-every string (escapes, `\\u` escapes and surrogate pairs decoded, a lone surrogate as three
-bytes, as the engine measures text), each string's UTF-8 checked, no object built
-(`kernels/scan_kernel.py`). It is built, in a temporary directory, three ways:
+The kernel is the engine's own payload scanner (`kael_thread_rebuild/transcript/scanner.py`,
+`long_strings`): one pass over every byte of a line that finds each string, checks its UTF-8
+and escapes, and measures its UTF-8 size (escapes, `\\u` escapes and surrogate pairs decoded, a
+lone surrogate as three bytes, as the engine measures text) without building it; timed as the
+engine asks it (strings of `reader.SKIP_LEAST` bytes or more), checked on every string value.
+Its source is copied into a temporary directory and built there two ways:
 
-- mypyc: `scan_kernel.py` as it is (its integers typed `i64`), the same file that runs
-  interpreted where no compiler is;
-- Cython, typed: `kernels/scan_kernel.pyx`, the same loop with C integers and a pointer;
-- Cython on `scan_kernel.py` unchanged (what one source for both would give Cython);
+- mypyc: the file as it is (its integers typed `i64`), as the package and the image build it;
+- Cython on the same file, unchanged (what one source for both would give Cython);
 
-and run, with the interpreted kernel, on every line of one transcript held in memory, beside
+and run, with the source interpreted, on every line of one transcript held in memory, beside
 orjson's parse of every line (the floor of bench_plan.py). Every kernel's sizes must equal the
-engine's own (`loads_line`, then `text_bytes` of every key and string) on each line the engine
+engine's own (`loads_line`, then `text_bytes` of every string value) on each line the engine
 reads, or the kernel is reported as differing and the script exits 1. CPU seconds, least of
 `--repeat` runs; the interpreted kernel runs on a share of the lines and is scaled up. A
-compiler that is not installed is reported and left out.
+compiler that is not installed is reported and left out. (An earlier comparison also built a
+copy of the loop typed for Cython, `.pyx`: within 20% of mypyc; benchmarks/README.md.)
 
     .venv/bin/python benchmarks/compare_compilers.py --size-mb 200 --cache-dir DIR
 """
@@ -39,33 +40,33 @@ from typing import Any
 
 import orjson
 
+import kael_thread_rebuild.transcript
 from bench_plan import MIB, ensure_transcript
 from kael_thread_rebuild.transcript.json_text import loads_line, text_bytes
+from kael_thread_rebuild.transcript.reader import SKIP_LEAST
 
-HERE = Path(__file__).resolve().parent
-KERNEL = HERE / "kernels" / "scan_kernel.py"
-TYPED_CYTHON = HERE / "kernels" / "scan_kernel.pyx"
+# The source, even where the package runs the compiled module in its place.
+SCANNER = Path(kael_thread_rebuild.transcript.__file__).resolve().parent / "scanner.py"
 Kernel = Callable[[bytes], int]
 
 
 @dataclass
 class Built:
     name: str
-    kernel: Kernel | None
+    module: ModuleType | None
     build_s: float = 0.0
     size_kib: float = 0.0
     why_not: str = ""
 
 
 def string_sizes(value: Any) -> Iterator[int]:
-    """The engine's UTF-8 size of every key and string in VALUE."""
+    """The engine's UTF-8 size of every string value in VALUE (keys left out)."""
     stack = [value]
     while stack:
         item = stack.pop()
         if isinstance(item, str):
             yield len(text_bytes(item))
         elif isinstance(item, dict):
-            yield from (len(text_bytes(key)) for key in item)
             stack.extend(item.values())
         elif isinstance(item, list):
             stack.extend(item)
@@ -88,6 +89,23 @@ def _load(path: Path, name: str) -> ModuleType:
     return module
 
 
+def kernel_of(module: ModuleType, least: int = 0) -> Kernel:
+    """What MODULE's `long_strings` (a build of the scanner) finds in a line: the UTF-8 bytes of
+    its string values of at least LEAST bytes; -1 for a line whose strings a parse refuses.
+    Checked with LEAST 0 (every string value); timed with the engine's `SKIP_LEAST`, as the
+    engine runs it (a pass over every byte that reports only the few long strings)."""
+    long_strings = module.long_strings
+
+    def measure(line: bytes) -> int:
+        try:
+            found: list[int] = long_strings(line, least)
+        except ValueError:
+            return -1
+        return sum(found[2::4])
+
+    return measure
+
+
 def _build(name: str, source: Path, command: list[str], work: Path) -> Built:
     """Build SOURCE (copied into WORK as module NAME) with COMMAND, then import it."""
     target = work / (name + source.suffix)
@@ -99,8 +117,7 @@ def _build(name: str, source: Path, command: list[str], work: Path) -> Built:
     built = sorted(work.glob(f"{name}.*.so"))
     if done.returncode != 0 or not built:
         return Built(name, None, why_not=(done.stderr or done.stdout).strip()[-300:])
-    kernel: Kernel = _load(built[0], name).string_bytes
-    return Built(name, kernel, seconds, built[0].stat().st_size / 1024)
+    return Built(name, _load(built[0], name), seconds, built[0].stat().st_size / 1024)
 
 
 CYTHONIZE = [sys.executable, "-c",
@@ -110,16 +127,15 @@ CYTHONIZE = [sys.executable, "-c",
 
 
 def build_all(work: Path) -> list[Built]:
-    kernels = [Built("interpreted", _load(KERNEL, "scan_kernel_interpreted").string_bytes)]
+    kernels = [Built("interpreted", _load(SCANNER, "scanner_interpreted"))]
     if importlib.util.find_spec("mypyc") is None:
         kernels.append(Built("mypyc", None, why_not="mypyc is not installed"))
     else:
-        kernels.append(_build("kernel_mypyc", KERNEL, [sys.executable, "-m", "mypyc"], work))
+        kernels.append(_build("scanner_mypyc", SCANNER, [sys.executable, "-m", "mypyc"], work))
     if importlib.util.find_spec("Cython") is None:
         kernels.append(Built("cython", None, why_not="Cython is not installed"))
     else:
-        kernels.append(_build("kernel_cython_typed", TYPED_CYTHON, CYTHONIZE, work))
-        kernels.append(_build("kernel_cython_untyped", KERNEL, CYTHONIZE, work))
+        kernels.append(_build("scanner_cython", SCANNER, CYTHONIZE, work))
     return kernels
 
 
@@ -170,15 +186,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {'orjson floor':24s} {floor:8.3f}  1.00")
         differs = False
         for built in kernels:
-            if built.kernel is None:
+            if built.module is None:
                 print(f"  {built.name:24s} left out: {built.why_not}")
                 continue
-            wrong = disagreements(built.kernel, lines, expected)
+            wrong = disagreements(kernel_of(built.module), lines, expected)
             differs = differs or bool(wrong)
             share = lines
             if built.name == "interpreted":
                 share = lines[: max(1, int(len(lines) * args.interpreted_share))]
-            seconds = cpu_seconds(built.kernel, share, args.repeat) * len(lines) / len(share)
+            scan = kernel_of(built.module, SKIP_LEAST)
+            seconds = cpu_seconds(scan, share, args.repeat) * len(lines) / len(share)
             note = f"DIFFERS on {wrong} lines" if wrong else "same sizes"
             if built.build_s:
                 note += f"; built in {built.build_s:.1f} s, {built.size_kib:.0f} KiB"

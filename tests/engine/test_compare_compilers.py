@@ -45,7 +45,7 @@ def compare(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
 
 
 def test_the_interpreted_kernel_measures_as_the_engine_does(compare: ModuleType) -> None:
-    kernel = compare._load(compare.KERNEL, "scan_kernel_test").string_bytes
+    kernel = compare.kernel_of(compare._load(compare.SCANNER, "scanner_test"))
     for line in READ:
         assert compare.reference(line) is not None, line
         assert kernel(line) == compare.reference(line), line
@@ -63,7 +63,7 @@ def test_every_compiled_kernel_measures_as_the_engine_does(tmp_path: Path) -> No
     assert "DIFFERS" not in done.stdout
     measured = {line.split()[0]: line for line in done.stdout.splitlines()
                 if line.startswith("  ")}
-    for kernel in ("interpreted", "kernel_mypyc"):  # mypyc comes with mypy: always built
+    for kernel in ("interpreted", "scanner_mypyc"):  # mypyc comes with mypy: always built
         assert "same sizes" in measured.get(kernel, ""), done.stdout
 
 
