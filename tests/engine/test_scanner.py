@@ -276,3 +276,19 @@ def test_the_engine_is_chosen_by_the_module_and_can_be_forced(
     monkeypatch.setattr(reader, "SCANNER_BY_DEFAULT", False)
     monkeypatch.setattr(reader, "scanner", compiled)
     assert reader.engine() == "interpreted"
+
+
+@pytest.mark.parametrize("value", ["fast", "Compiled", " compiled"])
+def test_doctor_warns_of_an_engine_choice_that_is_ignored(
+        monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    """A mistyped KAEL_SCANNER reads like a choice but leaves the default engine running."""
+    from kael_thread_rebuild.doctor.engine import check_engine
+
+    monkeypatch.setenv(reader.ENGINE_VARIABLE, value)
+    check = check_engine(None)  # the check reads no facts
+    assert check.warning, check
+    assert repr(value) in check.detail and "compiled, interpreted" in check.detail, check
+    assert reader.engine() in check.detail, check
+    for chosen in reader.ENGINES:
+        monkeypatch.setenv(reader.ENGINE_VARIABLE, chosen)
+        assert not check_engine(None).warning

@@ -4,6 +4,7 @@ editable install whether the compiled one is older than the scanner.py it was bu
 from __future__ import annotations
 
 import json
+import os
 from importlib import metadata
 from pathlib import Path
 
@@ -31,6 +32,12 @@ def check_engine(facts: Facts) -> Check:
     """Compiled is what an install with a C compiler and the image run; interpreted is the same
     rules, not a fault (and as fast while plans parse every line whole, `reader.engine`)."""
     name = "engine"
+    chosen = os.environ.get(reader.ENGINE_VARIABLE)
+    if chosen and chosen not in reader.ENGINES:
+        return warned(name, f"{reader.ENGINE_VARIABLE}={chosen!r} is not an engine "
+                            f"({', '.join(reader.ENGINES)}) and is ignored: the "
+                            f"{reader.engine()} engine runs",
+                      f"set {reader.ENGINE_VARIABLE} to one of them, or unset it")
     module = Path(scanner.__file__)
     if not scanner.COMPILED:
         return passed(name, "the transcript scanner runs interpreted (this install has no "
