@@ -367,6 +367,13 @@ def payload_size(value: Any) -> int:
     return json_size(value)
 
 
+# The members read for every record, looked up once (on Python 3.11 reading an enum member off
+# its class costs as much as several dict lookups).
+_OTHER, _USER, _ASSISTANT, _ATTACHMENT, _SYSTEM = (Kind.other, Kind.user, Kind.assistant,
+                                                 Kind.attachment, Kind.system)
+_BOOKKEEPING = Dirt.bookkeeping
+
+
 def _add(tally: MutableMapping[str, int], category: Dirt, size: int) -> None:
     if size:
         tally[category] = tally.get(category, 0) + size
@@ -411,13 +418,13 @@ class Classifier:
 
     def classify(self, line: int, record: dict[str, Any], size: int, offset: int,
                  tally: MutableMapping[str, int]) -> None:
-        uuid = record.get("uuid")
-        if is_speech_type(record.get("type")) and impossible_shape(record) is not None:
+        uuid, kind_name = record.get("uuid"), record.get("type")
+        if is_speech_type(kind_name) and impossible_shape(record) is not None:
             self.impossible_lines.append(line)
-        examined = self._examine(record, size, tally)
-        if examined is None or not isinstance(uuid, str):
+        if not isinstance(uuid, str) or not isinstance(kind_name, str):
+            _add(tally, _BOOKKEEPING, size)  # most of a transcript's records: nothing more
             return
-        kind, facts = examined
+        kind, facts = self._examine(record, kind_name, size, tally)
         timestamp = record.get("timestamp")
         row = self.table.add(uuid, kind, facts.flags, record.get("parentUuid"), timestamp,
                              line, facts.message_id)
@@ -433,35 +440,34 @@ class Classifier:
         if facts.snapshot_text and not self.seen_assistant:
             self.snapshot_texts[row] = SnapshotPart(uuid, _str_or_none(timestamp),
                                                     facts.snapshot_text)
-        if kind is Kind.assistant:
+        if kind is _ASSISTANT:
             self.seen_assistant = True
 
     def speech_of(self, record: dict[str, Any]) -> tuple[Speech, ...]:
         """The speech of one record, words included (for a record read again by offset)."""
-        examined = self._examine(record, 0, {})
-        return examined[1].speech if examined else ()
-
-    def _examine(self, record: dict[str, Any], size: int,
-                 tally: MutableMapping[str, int]) -> tuple[Kind, _Facts] | None:
         kind_name = record.get("type")
         if not isinstance(record.get("uuid"), str) or not isinstance(kind_name, str):
-            _add(tally, Dirt.bookkeeping, size)
-            return None
-        kind = KINDS.get(kind_name, Kind.other)
+            return ()
+        return self._examine(record, kind_name, 0, {})[1].speech
+
+    def _examine(self, record: dict[str, Any], kind_name: str, size: int,
+                 tally: MutableMapping[str, int]) -> tuple[Kind, _Facts]:
+        """What a chain record (one with a uuid and a type, KIND_NAME) means."""
+        kind = KINDS.get(kind_name, _OTHER)
         facts = self._facts(record)
         message = record.get("message")
-        if kind is Kind.user and isinstance(message, dict):
+        if kind is _USER and isinstance(message, dict):
             self._remember_envelope(record)
             self._user(record, message, facts, tally)
-        elif kind is Kind.assistant and isinstance(message, dict):
+        elif kind is _ASSISTANT and isinstance(message, dict):
             self._remember_envelope(record)
             self._assistant(record, message, facts, tally)
-        elif kind is Kind.attachment:
+        elif kind is _ATTACHMENT:
             self._attachment(record, facts, tally)
-        elif kind is Kind.system:
+        elif kind is _SYSTEM:
             _system(record, facts, size, tally)
         else:
-            _add(tally, Dirt.bookkeeping, size)
+            _add(tally, _BOOKKEEPING, size)
         return kind, facts
 
     def _facts(self, record: dict[str, Any]) -> _Facts:
