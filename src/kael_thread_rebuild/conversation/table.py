@@ -138,6 +138,9 @@ class RecordTable:
     # The rows `row_of` found for the uuids of `pending_parents` and `logical_parents` when the
     # lookup tables were let go of (`release_lookups`); emptied by the next `add`.
     found: dict[str, int | None] = field(default_factory=dict)
+    # The message id of the last row added with one and its code: a message's rows mostly come
+    # one after another, and comparing two strings is cheaper than digesting and interning.
+    last_message: tuple[str, int] | None = None
 
     def add(self, uuid: str, kind: Kind, flags: int, parent: object, timestamp: object,
             line: int, message_id: object = None) -> int:
@@ -165,7 +168,13 @@ class RecordTable:
         self.times.append(epoch_ms(timestamp))
         self.lines.append(line)
         if isinstance(message_id, str):
-            self._note_message(self.message_ids.add(key_of(message_id)), row)
+            last = self.last_message
+            if last is not None and last[0] == message_id:
+                code = last[1]
+            else:
+                code = self.message_ids.add(key_of(message_id))
+                self.last_message = message_id, code
+            self._note_message(code, row)
         return row
 
     def _hold(self, code: int, row: int, earlier_than: int) -> None:
