@@ -13,6 +13,7 @@ other side.
 
 from __future__ import annotations
 
+import struct
 from array import array
 from zlib import crc32
 
@@ -85,8 +86,7 @@ class Interner:
                 while slots[slot] != EMPTY:
                     slot = (slot + 1) % size
                 return slot
-            while (code := slots[slot]) != EMPTY and \
-                    blob[code * width:(code + 1) * width] != key:
+            while (code := slots[slot]) != EMPTY and not blob.startswith(key, code * width):
                 slot = (slot + 1) % size
             return slot
         while (code := slots[slot]) != EMPTY and blob[ends[code]:ends[code + 1]] != key:
@@ -119,9 +119,9 @@ class Interner:
         slots, blob, ends, width = self.slots, self.blob, self.ends, self.width
         size = len(slots)
         with memoryview(blob) as view:  # released before the blob grows again
-            for code in range(self.count):
-                key = (view[code * width:(code + 1) * width] if ends is None
-                       else view[ends[code]:ends[code + 1]])
+            keys = (struct.iter_unpack(f"{width}s", view) if ends is None
+                    else ((view[ends[code]:ends[code + 1]],) for code in range(self.count)))
+            for code, (key,) in enumerate(keys):
                 slot = crc32(key) % size
                 while slots[slot] != EMPTY:
                     slot = (slot + 1) % size
