@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import bisect
 import fnmatch
+import functools
 import hashlib
 import json
 import math
@@ -99,6 +100,7 @@ _ORIGIN_INDEX = {origin: index for index, origin in enumerate(ORIGINS)}
 DIGEST_BYTES = 8
 USER_ROLE = _ROLE_INDEX[Role.user]
 NO_TIME, CANONICAL_TIME, OTHER_TIME = 0, 1, 2
+HOUR_SECONDS = 3600
 
 
 def words_match(sha256: str, digest: str) -> bool:
@@ -112,10 +114,21 @@ def canonical_time(epoch_ms: float) -> str | None:
     if math.isnan(epoch_ms):
         return None
     seconds, millis = divmod(round(epoch_ms), 1000)
+    hour, second = divmod(seconds, HOUR_SECONDS)
     try:
-        return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{millis:03d}Z"
+        prefix = _utc_hour(hour)
     except (OverflowError, OSError, ValueError):
         return None
+    minutes, second = divmod(second, 60)
+    return f"{prefix}{minutes:02d}:{second:02d}.{millis:03d}Z"
+
+
+@functools.lru_cache(maxsize=64)
+def _utc_hour(hour: int) -> str:
+    """The date and hour (UTC) of HOUR hours after the epoch, as `canonical_time` writes them:
+    a session's records come hours apart at most, so `time.strftime` runs once an hour, not
+    once a record."""
+    return time.strftime("%Y-%m-%dT%H:", time.gmtime(hour * HOUR_SECONDS))
 
 
 @dataclass(slots=True)
