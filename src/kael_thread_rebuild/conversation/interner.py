@@ -119,7 +119,9 @@ class Interner:
         slots, blob, ends, width = self.slots, self.blob, self.ends, self.width
         size = len(slots)
         with memoryview(blob) as view:  # released before the blob grows again
-            keys = (struct.iter_unpack(f"{width}s", view) if ends is None
+            # Keys of one width: cut by struct, cheaper than a slice each (its iterator lets go
+            # of the blob when it is through).
+            keys = (struct.iter_unpack(f"{width}s", blob) if ends is None
                     else ((view[ends[code]:ends[code + 1]],) for code in range(self.count)))
             for code, (key,) in enumerate(keys):
                 slot = crc32(key) % size
