@@ -6,9 +6,8 @@ import os
 import tomllib
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, Protocol
+from typing import Annotated, Any
 
-import re2
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -23,6 +22,7 @@ from pydantic import (
 from .defaults import DEFAULT_ANSWER_TOOLS, DEFAULT_SPEECH_TOOLS
 from .errors import ConfigError
 from .paths import require_path_text, shown
+from .reading_settings import CarryOverflow, ReadingSettings, poison_matcher
 from .state_layout import (
     BACKUPS,
     CONFIG_ENV,
@@ -42,11 +42,6 @@ class Activation(StrEnum):
     tmux = "tmux"
     systemd = "systemd"
     pointer = "pointer"
-
-
-class CarryOverflow(StrEnum):
-    drop_oldest = "drop_oldest"
-    block = "block"
 
 
 class SystemdBus(StrEnum):
@@ -259,35 +254,13 @@ class Config(BaseModel):
         return StateLayout(self.state_dir)
 
     @property
-    def poison_regex(self) -> PoisonMatcher:
-        return poison_matcher(self.poison_pattern)
+    def reading(self) -> ReadingSettings:
+        """What reading a transcript takes from this config."""
+        names = set(ReadingSettings.names())
+        return ReadingSettings.of(self.model_dump(mode="json", include=names))
 
     def resume_argv(self, session_id: str) -> list[str]:
         return [word.replace("{session_id}", session_id) for word in self.resume_command]
-
-
-class PoisonMatcher(Protocol):
-    """A compiled `poison_pattern`: it finds its matches in UTF-8 text."""
-
-    def findall(self, text: bytes) -> list[Any]: ...
-
-
-def poison_matcher(pattern: str) -> PoisonMatcher:
-    """PATTERN compiled by RE2, case-insensitive, for UTF-8 text. RE2 matches in time linear in
-    the text whatever the pattern (Python's `re` backtracks: `(a+)+$` over forty letters would
-    run for hours), at the price of lookaround and backreferences, which it refuses. Raises
-    ValueError saying why RE2 refuses PATTERN."""
-    options = re2.Options()
-    options.case_sensitive = False
-    options.log_errors = False  # its reason goes into the config error, not onto stderr
-    try:
-        matcher: PoisonMatcher = re2.compile(pattern.encode(), options)
-    except re2.error as exc:
-        reason = exc.args[0] if exc.args else exc
-        reason = reason.decode(errors="replace") if isinstance(reason, bytes) else str(reason)
-        raise ValueError(f"is not a regular expression RE2 accepts (no lookaround or "
-                         f"backreferences): {reason}") from None
-    return matcher
 
 
 def _is_dir(path: Path) -> bool:
@@ -331,6 +304,11 @@ def parse_config(data: dict[str, Any], source: str = "config") -> Config:
 
 def load_config(path: str | os.PathLike[str] | None) -> Config:
     """Load from PATH, or from $KAEL_REBUILD_CONFIG when PATH is None."""
+    return load_config_and_bytes(path)[0]
+
+
+def load_config_and_bytes(path: str | os.PathLike[str] | None) -> tuple[Config, bytes]:
+    """`load_config`, and the file's bytes it validated."""
     if path is None:
         path = config_path(None)
         if path is None:
@@ -357,4 +335,4 @@ def load_config(path: str | os.PathLike[str] | None) -> Config:
         raise ConfigError(source, ["not UTF-8 text"]) from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(source, [f"not valid TOML: {exc}"]) from None
-    return parse_config(data, source)
+    return parse_config(data, source), raw

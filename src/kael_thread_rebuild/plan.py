@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
-
-from .config import Config
 from .conversation.branch import Branch, active_branch
 from .conversation.budget import BudgetResult, apply_budget
-from .conversation.dirty import DirtyReport, dirty_report, poison_score
+from .conversation.dirty import dirty_report, poison_score
 from .conversation.records import Origin, SpeechRules
 from .conversation.scan import Scan, SecondHalf
 from .conversation.scan_cache import cached_scan
@@ -21,48 +19,21 @@ from .conversation.texts import iter_texts, read_texts
 from .conversation.tokens import estimate_tokens
 from .conversation.turns import Item, TurnList, build_turns
 from .errors import InputError
+from .reading_settings import ReadingSettings
 from .state_layout import scan_cache_in
 from .transcript.reader import ReadStats
+
+if TYPE_CHECKING:
+    from .config import Config
+    from .plan_report import PlanReport
 
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
 
-class PlanReport(BaseModel):
-    source_path: str
-    source_sha256: str
-    source_bytes: int
-    source_session_id: str
-    claude_code_version: str | None
-    source_turns: int
-    selected_turns: int
-    open_tail_turns: int
-    open_tail_carried: bool
-    dropped_oldest_turns: int
-    dropped_open_tail_items: int
-    source_speech_items: int
-    carried_speech_items: int
-    estimated_tokens: int
-    overflow_blocked: bool
-    overflow_tokens: int
-    poison_score: int
-    startup_frozen: bool
-    startup_sha256: str | None
-    unreadable_lines: list[int]
-    impossible_lines: list[int]
-    torn_final_line: bool
-    abandoned_branch_records: int
-    branch_file_order_fallback: bool
-    bridged_missing_parents: int
-    dropped_leading_assistant_items: int
-    speech_by_origin: dict[str, int]
-    blocked_reason: str
-    notes: list[str]
-    dirty: DirtyReport
-
-
 @dataclass(slots=True)
 class Plan:
-    report: PlanReport
+    # The report's fields as JSON values (what `--json` prints), made without pydantic.
+    facts: dict[str, Any]
     source_path: Path
     snapshot: Snapshot | None
     turns: TurnList
@@ -71,10 +42,20 @@ class Plan:
     rules: SpeechRules
     # The answer tools' calls the scan saw: what tells their results when read again.
     answer_ids: frozenset[str]
+    _report: PlanReport | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def report(self) -> PlanReport:
+        """The facts, validated by their model."""
+        if self._report is None:
+            from .plan_report import PlanReport
+
+            self._report = PlanReport.model_validate(self.facts)
+        return self._report
 
     @property
     def blocked(self) -> bool:
-        return bool(self.report.blocked_reason)
+        return bool(self.facts["blocked_reason"])
 
     @property
     def items(self) -> list[Item]:
@@ -90,14 +71,16 @@ class Plan:
         return iter_texts(self.source_path, self.turns.items(), self.rules, self.answer_ids)
 
 
-def build_plan(config: Config, path: Path, *, parallel: bool | None = None,
-               started: SecondHalf | None = None, cached: bool = False) -> Plan:
+def build_plan(settings: Config | ReadingSettings, path: Path, *,
+               parallel: bool | None = None, started: SecondHalf | None = None,
+               cached: bool = False) -> Plan:
     """One streaming pass over PATH, then the branch walk, turns, snapshot, budget and checks.
 
     PARALLEL: None lets a large file be read by two processes when that is safe. STARTED: a
     child already reading PATH's second part (see `interfaces.prestart`). CACHED: take the
     pass up from the state dir's scan cache when it has PATH (see `scan_cache`).
     """
+    config = settings if isinstance(settings, ReadingSettings) else settings.reading
     scanned = _scan(config, path, parallel, started, scan_cache_dir(config) if cached else None)
     classifier, stats = scanned.read, scanned.stats
     classifier.table.release_lookups()  # every record is in (and the scan cache written)
@@ -124,53 +107,53 @@ def build_plan(config: Config, path: Path, *, parallel: bool | None = None,
     reasons += _carry_reasons(config, len(turns), poison, budget, longest)
     dirty = dirty_report(scanned.tally, conversation_bytes, config.dirty_budget_bytes,
                          classifier.viewed_original_image, config.rebuild_on_original_image_view)
-    report = PlanReport(
-        source_path=str(path),
-        source_sha256=scanned.sha256,
-        source_bytes=stats.bytes_read,
-        source_session_id=_session_id(path, classifier.session_ids),
-        claude_code_version=classifier.version,
-        source_turns=len(turns),
-        selected_turns=len(budget.selected),
-        open_tail_turns=int(open_tail),
-        open_tail_carried=open_tail and config.include_open_tail,
-        dropped_oldest_turns=budget.dropped_oldest_turns,
-        dropped_open_tail_items=dropped_tail_items,
-        source_speech_items=sum(by_origin.values()),
-        carried_speech_items=sum(turn.item_count for turn in budget.selected),
-        estimated_tokens=budget.estimated_tokens,
-        overflow_blocked=budget.overflow_blocked,
-        overflow_tokens=budget.overflow_tokens,
-        poison_score=poison,
-        startup_frozen=snapshot is not None,
-        startup_sha256=snapshot.sha256 if snapshot else None,
-        unreadable_lines=stats.unreadable_lines,
-        impossible_lines=classifier.impossible_lines,
-        torn_final_line=stats.torn_final_line,
-        abandoned_branch_records=branch.abandoned_records,
-        branch_file_order_fallback=branch.file_order_fallback,
-        bridged_missing_parents=branch.bridged_gaps,
-        dropped_leading_assistant_items=built.leading_assistant_items,
-        speech_by_origin=by_origin,
-        blocked_reason="; ".join(reasons),
-        notes=_notes(config, stats, branch, open_tail),
-        dirty=dirty,
-    )
-    return Plan(report, path, snapshot, budget.selected, classifier.model, classifier.cwd,
+    facts = {  # the fields of `plan_report.PlanReport`, in its order
+        "source_path": str(path),
+        "source_sha256": scanned.sha256,
+        "source_bytes": stats.bytes_read,
+        "source_session_id": _session_id(path, classifier.session_ids),
+        "claude_code_version": classifier.version,
+        "source_turns": len(turns),
+        "selected_turns": len(budget.selected),
+        "open_tail_turns": int(open_tail),
+        "open_tail_carried": open_tail and config.include_open_tail,
+        "dropped_oldest_turns": budget.dropped_oldest_turns,
+        "dropped_open_tail_items": dropped_tail_items,
+        "source_speech_items": sum(by_origin.values()),
+        "carried_speech_items": sum(turn.item_count for turn in budget.selected),
+        "estimated_tokens": budget.estimated_tokens,
+        "overflow_blocked": budget.overflow_blocked,
+        "overflow_tokens": budget.overflow_tokens,
+        "poison_score": poison,
+        "startup_frozen": snapshot is not None,
+        "startup_sha256": snapshot.sha256 if snapshot else None,
+        "unreadable_lines": list(stats.unreadable_lines),
+        "impossible_lines": list(classifier.impossible_lines),
+        "torn_final_line": stats.torn_final_line,
+        "abandoned_branch_records": branch.abandoned_records,
+        "branch_file_order_fallback": branch.file_order_fallback,
+        "bridged_missing_parents": branch.bridged_gaps,
+        "dropped_leading_assistant_items": built.leading_assistant_items,
+        "speech_by_origin": by_origin,
+        "blocked_reason": "; ".join(reasons),
+        "notes": _notes(config, stats, branch, open_tail),
+        "dirty": dirty,
+    }
+    return Plan(facts, path, snapshot, budget.selected, classifier.model, classifier.cwd,
                 rules, frozenset(classifier.answer_ids))
 
 
-def speech_rules(config: Config) -> SpeechRules:
+def speech_rules(config: Config | ReadingSettings) -> SpeechRules:
     """Which tools' traffic CONFIG counts as speech."""
     return SpeechRules(tuple(config.speech_tool_pattern), tuple(config.answer_tool_pattern))
 
 
-def scan_cache_dir(config: Config) -> Path | None:
+def scan_cache_dir(config: Config | ReadingSettings) -> Path | None:
     """Where the config's scans are cached (`state_layout.scan_cache_in`)."""
     return scan_cache_in(config.state_dir)
 
 
-def _scan(config: Config, path: Path, parallel: bool | None,
+def _scan(config: ReadingSettings, path: Path, parallel: bool | None,
           started: SecondHalf | None, cache_dir: Path | None) -> Scan:
     """The one pass over PATH; refuses an empty file and one with no JSON record at all."""
     scanned = cached_scan(path, speech_rules(config), cache_dir, parallel=parallel,
@@ -187,7 +170,7 @@ def _scan(config: Config, path: Path, parallel: bool | None,
     return scanned
 
 
-def _notes(config: Config, stats: ReadStats, branch: Branch, open_tail: bool) -> list[str]:
+def _notes(config: ReadingSettings, stats: ReadStats, branch: Branch, open_tail: bool) -> list[str]:
     """What the report tells without blocking: how the branch was found, what was ignored."""
     notes = []
     if branch.file_order_fallback:
@@ -202,7 +185,7 @@ def _notes(config: Config, stats: ReadStats, branch: Branch, open_tail: bool) ->
     return notes
 
 
-def _input_reasons(config: Config, stats: ReadStats, impossible_lines: list[int],
+def _input_reasons(config: ReadingSettings, stats: ReadStats, impossible_lines: list[int],
                    branch: Branch) -> list[str]:
     """Why the file cannot be trusted to hold every word: unreadable lines, impossible shapes,
     a looping chain."""
@@ -218,7 +201,7 @@ def _input_reasons(config: Config, stats: ReadStats, impossible_lines: list[int]
     return reasons
 
 
-def _carry_reasons(config: Config, turns: int, poison: int, budget: BudgetResult,
+def _carry_reasons(config: ReadingSettings, turns: int, poison: int, budget: BudgetResult,
                    longest: tuple[int, int]) -> list[str]:
     """Why what would be carried must not be: nothing, poisoned, over budget, an item too long."""
     reasons = []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import CarryOverflow
+from ..reading_settings import CarryOverflow
 from .tokens import tokens_from_counts
 from .turns import Turn, TurnList
 

@@ -3,39 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING
-
-from pydantic import BaseModel
+from typing import TYPE_CHECKING, Any
 
 from ..transcript.json_text import text_bytes
 from .records import Dirt
 
 if TYPE_CHECKING:
-    from ..config import PoisonMatcher
+    from ..reading_settings import PoisonMatcher
 
 RUNTIME_CATEGORIES = [d for d in Dirt if d is not Dirt.bookkeeping]
 
 
-class DirtyReport(BaseModel):
-    """Runtime bytes that Claude Code sends to the model on resume, by category.
-
-    `conversation_bytes` (the carried words) is shown apart and never counts toward the budget;
-    `bookkeeping_bytes` (records the model never sees) is reported apart too.
-    """
-
-    categories: dict[str, int]
-    total_bytes: int
-    conversation_bytes: int
-    bookkeeping_bytes: int
-    noise_ratio: float
-    dirty_budget_bytes: int
-    viewed_original_image: bool
-    should_rebuild: bool
-    reasons: list[str]
-
-
 def dirty_report(tally: Mapping[str, int], conversation_bytes: int, budget: int,
-                 viewed_original_image: bool, rebuild_on_image: bool) -> DirtyReport:
+                 viewed_original_image: bool, rebuild_on_image: bool) -> dict[str, Any]:
+    """The fields of `plan_report.DirtyReport` (which says what they mean), as JSON values."""
     categories = {category.value: tally.get(category, 0) for category in RUNTIME_CATEGORIES}
     total = sum(categories.values())
     reasons = []
@@ -44,17 +25,17 @@ def dirty_report(tally: Mapping[str, int], conversation_bytes: int, budget: int,
     if viewed_original_image and rebuild_on_image:
         reasons.append("the model viewed an original image")
     whole = total + conversation_bytes
-    return DirtyReport(
-        categories=categories,
-        total_bytes=total,
-        conversation_bytes=conversation_bytes,
-        bookkeeping_bytes=tally.get(Dirt.bookkeeping, 0),
-        noise_ratio=round(total / whole, 4) if whole else 0.0,
-        dirty_budget_bytes=budget,
-        viewed_original_image=viewed_original_image,
-        should_rebuild=bool(reasons),
-        reasons=reasons,
-    )
+    return {
+        "categories": categories,
+        "total_bytes": total,
+        "conversation_bytes": conversation_bytes,
+        "bookkeeping_bytes": tally.get(Dirt.bookkeeping, 0),
+        "noise_ratio": round(total / whole, 4) if whole else 0.0,
+        "dirty_budget_bytes": budget,
+        "viewed_original_image": viewed_original_image,
+        "should_rebuild": bool(reasons),
+        "reasons": reasons,
+    }
 
 
 def poison_score(texts: Iterable[str], pattern: PoisonMatcher) -> int:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
-from pydantic import BaseModel
 
 from ..errors import one_line
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 
 def _lines(value: Any, indent: int = 0) -> list[str]:
@@ -38,7 +40,7 @@ def write_lines(lines: Iterable[str]) -> None:
 
 
 def emit(value: BaseModel | dict[str, Any], as_json: bool) -> None:
-    data = value.model_dump(mode="json") if isinstance(value, BaseModel) else value
+    data = value if isinstance(value, dict) else value.model_dump(mode="json")
     if as_json:
         sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
     else:

@@ -8,9 +8,9 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, Field
 
-from ..conversation.dirty import DirtyReport
 from ..paths import resolve_transcript
-from ..plan import PlanReport, build_plan
+from ..plan import build_plan
+from ..plan_report import DirtyReport, PlanReport
 from .action_model import Action, Call, Cli, Tool
 from .output import emit
 

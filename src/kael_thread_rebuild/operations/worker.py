@@ -45,7 +45,8 @@ from ..config import Config
 from ..errors import KaelError, Refused, StorageError
 from ..fsutil import atomic_copy, fsync_dir
 from ..paths import MANIFEST_SUFFIX
-from ..plan import Plan, PlanReport, build_plan
+from ..plan import Plan, build_plan
+from ..plan_report import PlanReport
 from ..switching.base import Identity, StepHook, SwitchBase
 from .confirmation import unconfirmed
 from .files import (
