@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +19,14 @@ import orjson
 from .errors import StorageError
 
 COPY_CHUNK = 1 << 20
+
+
+def is_private_file(status: os.stat_result) -> bool:
+    """Whether STATUS is of a regular file of this user that no one else may read or write
+    (what the engine keeps for itself in the state dir: scan-cache entries, the checked
+    config)."""
+    return (stat.S_ISREG(status.st_mode) and status.st_uid == os.geteuid()
+            and not status.st_mode & 0o077)
 
 
 def fsync_dir(directory: Path) -> None:

@@ -12,7 +12,8 @@ holds:
     hook.log                         one line per Stop that changed something, or failed
     worker.log                       one line per transition the daemon saw, and its own events
     scan-cache/                      what `dirty` and `plan` read of recent transcripts, so that
-                                     the next call reads only appended bytes (0700; its files
+                                     the next call reads only appended bytes, and the config
+                                     they last validated (`checked_config`) (0700; its files
                                      0600; safe to delete at any time)
     draining                         written by the installer while it waits to replace the
                                      daemon (one line: since when, and why); no new operation

@@ -24,7 +24,6 @@ import functools
 import hashlib
 import os
 import pickle
-import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +32,7 @@ from typing import Any, BinaryIO, TypeGuard
 from .. import __version__
 from ..claude_code import record_shapes
 from ..errors import KaelError
-from ..fsutil import AtomicFile, atomic_writer
+from ..fsutil import AtomicFile, atomic_writer, is_private_file
 from ..transcript import json_text, reader, sha256_state, skeleton
 from ..transcript.reader import READ_BUFFER, FileDigest, ReadStats, read_records
 from . import arrays, injected, interner, measured, records, table, tokens
@@ -205,8 +204,7 @@ def _read_entry(entry: Path) -> object:
         return None
     with os.fdopen(handle, "rb", buffering=READ_BUFFER) as opened:
         status = os.fstat(handle)
-        if (not stat.S_ISREG(status.st_mode) or status.st_uid != os.geteuid()
-                or status.st_mode & 0o077 or status.st_size > MAX_ENTRY_BYTES
+        if (not is_private_file(status) or status.st_size > MAX_ENTRY_BYTES
                 or opened.read(len(FORMAT)) != FORMAT
                 or not _whole(opened, status.st_size)):
             return None

@@ -113,14 +113,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(words: list[str], started: SecondHalf | None) -> int:
     args = build_parser(from_snapshot=True).parse_args(words)
     args.json = getattr(args, "json", False)
-    action = find_action(args)
-    # Imported here, not at the top: `hook-stop` and `prestart` must not wait for them.
-    from ..config import load_config
     from ..errors import KaelError
+    from .checked_reading import run_checked
 
     try:
-        config = load_config(getattr(args, "config", None))
-        code = invoke(action, config, args, started)
+        code = run_checked(args, started)
+        if code is None:
+            code = _validated_run(args, started)
     except KaelError as exc:
         exc.report(PROG)
         return exc.exit_code
@@ -128,6 +127,21 @@ def _run(words: list[str], started: SecondHalf | None) -> int:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
     return code
+
+
+def _validated_run(args: argparse.Namespace, started: SecondHalf | None) -> int:
+    """ARGS' action with its config validated (and remembered for the next `plan` or `dirty`,
+    `checked_config`)."""
+    action = find_action(args)
+    # Imported here, not at the top: `hook-stop` and `prestart` must not wait for them.
+    from ..checked_config import remember
+    from ..config import load_config_and_bytes
+    from .prestart import CACHED_COMMANDS
+
+    config, raw = load_config_and_bytes(getattr(args, "config", None))
+    if args.command in CACHED_COMMANDS:
+        remember(config.reading, raw)
+    return invoke(action, config, args, started)
 
 
 if __name__ == "__main__":

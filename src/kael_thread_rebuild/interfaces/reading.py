@@ -8,10 +8,9 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, Field
 
-from ..paths import resolve_transcript
-from ..plan import build_plan
 from ..plan_report import DirtyReport, PlanReport
 from .action_model import Action, Call, Cli, Tool
+from .checked_reading import plan_of
 from .output import emit
 
 Transcript = Annotated[str | None, Field(
@@ -25,8 +24,7 @@ class TranscriptInput(BaseModel):
 
 
 def _plan(call: Call, given: TranscriptInput) -> PlanReport:
-    return build_plan(call.config, resolve_transcript(call.config, given.transcript),
-                      started=call.started, cached=True).report
+    return plan_of(call.config, given.transcript, call.started).report
 
 
 def _dirty(call: Call, given: TranscriptInput) -> DirtyReport:
