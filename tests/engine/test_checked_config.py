@@ -188,3 +188,38 @@ def test_the_settings_are_the_config_values(tmp_path: Path) -> None:
     for name in ReadingSettings.names():
         value = getattr(settings, name)
         assert (list(value) if isinstance(value, tuple) else value) == getattr(config, name)
+
+
+def test_the_early_reader_takes_less_when_the_config_is_checked(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process starts reading sooner when it does not validate the config, so the child
+    reading the file's later part (`interfaces.prestart`) is given less of a head start."""
+    from kael_thread_rebuild.conversation import scan as scan_module
+    from kael_thread_rebuild.interfaces import prestart as prestart_module
+
+    project = tmp_path / "project"
+    project.mkdir()
+    builder = TranscriptBuilder()
+    for turn in range(60):
+        builder.user(f"question {turn}")
+        builder.say(f"answer {turn} " + "y" * 200)
+    transcript = builder.write(project / "turns.jsonl")
+    (tmp_path / "state").mkdir(mode=0o700)
+    config = tmp_path / "config.toml"
+    config.write_text(f'project_dir = "{project}"\nstate_dir = "{tmp_path / "state"}"\n',
+                      encoding="utf-8")
+    monkeypatch.setattr(scan_module, "PARALLEL_MIN_BYTES", 0)
+    # scaled to the small file: the child's share starts at 30% unchecked, 50% checked
+    monkeypatch.setattr(prestart_module, "HEAD_START_BYTES", transcript.stat().st_size)
+    monkeypatch.setattr(prestart_module, "CHECKED_HEAD_START_BYTES", 0)
+    words = ["--config", str(config), "dirty", "--transcript", str(transcript)]
+    starts = []
+    for _ in range(2):
+        started = prestart_module.prestart(words)
+        assert started is not None
+        starts.append(started.start / started.size)
+        started.cancel()
+        _run(config, "dirty", "--transcript", str(transcript))
+        for entry in (tmp_path / "state" / SCAN_CACHE).glob("*.scan"):  # else no child starts
+            entry.unlink()
+    assert starts[0] < 0.4 < 0.45 < starts[1] < 0.55
