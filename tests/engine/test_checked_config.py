@@ -223,3 +223,13 @@ def test_the_early_reader_takes_less_when_the_config_is_checked(
         for entry in (tmp_path / "state" / SCAN_CACHE).glob("*.scan"):  # else no child starts
             entry.unlink()
     assert starts[0] < 0.4 < 0.45 < starts[1] < 0.55
+
+
+def test_a_config_named_by_the_environment_is_checked_too(household: tuple[Path, Path]) -> None:
+    config, transcript = household
+    env = {**os.environ, "PYTHONPROFILEIMPORTTIME": "1", CONFIG_ENV: str(config)}
+    runs = [subprocess.run([str(CLI), "dirty", "--transcript", str(transcript)],
+                           capture_output=True, text=True, env=env, timeout=120, check=True)
+            for _ in range(2)]
+    assert [_validated(_imported(run.stderr)) for run in runs] == [True, False]
+    assert runs[0].stdout == runs[1].stdout
