@@ -42,7 +42,7 @@ class Plan:
     rules: SpeechRules
     # The answer tools' calls the scan saw: what tells their results when read again.
     answer_ids: frozenset[str]
-    _report: PlanReport | None = field(default=None, repr=False, compare=False)
+    _report: PlanReport | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def report(self) -> PlanReport:
