@@ -19,6 +19,7 @@ not use (`claude_workdir`, `claude_config_dir`) that has become a file since it 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 from pathlib import Path
@@ -40,14 +41,23 @@ _VALIDATORS = ("config.py", "reading_settings.py", "paths.py", "defaults.py", "s
                "checked_config.py")
 
 
+@functools.cache
+def _validators_digest() -> bytes:
+    """SHA-256 of the code that validates a config (read once a process, as the scan cache's
+    `_engine_digest`)."""
+    here = Path(__file__).parent
+    digest = hashlib.sha256()
+    for name in _VALIDATORS:
+        digest.update(hashlib.sha256((here / name).read_bytes()).digest())
+    return digest.digest()
+
+
 def record_key(raw: bytes) -> str:
     """The key of a config file whose bytes are RAW, for this engine, user and $HOME."""
     digest = hashlib.sha256(FORMAT.encode())
     for word in (__version__, str(os.geteuid()), os.environ.get("HOME", "")):
         digest.update(os.fsencode(word) + b"\0")
-    here = Path(__file__).parent
-    for name in _VALIDATORS:
-        digest.update(hashlib.sha256((here / name).read_bytes()).digest())
+    digest.update(_validators_digest())
     digest.update(raw)
     return digest.hexdigest()
 
