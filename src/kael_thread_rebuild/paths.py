@@ -10,6 +10,7 @@ from .errors import InputError, Refused, UsageError
 
 if TYPE_CHECKING:
     from .config import Config
+    from .reading_settings import ReadingSettings
 
 MANIFEST_SUFFIX = ".manifest.json"
 MAX_PATH_BYTES = 4095  # Linux PATH_MAX, less the terminating NUL
@@ -49,7 +50,8 @@ def transcripts(project_dir: Path) -> list[Path]:
     return sorted(found, key=lambda p: p.stat().st_mtime_ns, reverse=True)
 
 
-def resolve_transcript(config: Config, path: str | os.PathLike[str] | None) -> Path:
+def resolve_transcript(config: Config | ReadingSettings,
+                       path: str | os.PathLike[str] | None) -> Path:
     """The transcript to read: PATH checked against project_dir, or the newest one there."""
     return locate_transcript(config.project_dir, path)
 

@@ -12,7 +12,7 @@ import tomllib
 from typing import TYPE_CHECKING
 
 from ..checked_config import recall
-from ..paths import locate_transcript
+from ..paths import resolve_transcript
 from ..plan import Plan, build_plan
 from ..state_layout import config_path, peeked_state_dir, read_config_file
 from .output import emit
@@ -28,8 +28,8 @@ def plan_of(settings: Config | ReadingSettings, transcript: str | None,
             started: SecondHalf | None) -> Plan:
     """The plan of TRANSCRIPT (inside project_dir; None: the newest there), taken up from the
     scan cache when it can be."""
-    path = locate_transcript(settings.project_dir, transcript)
-    return build_plan(settings, path, started=started, cached=True)
+    return build_plan(settings, resolve_transcript(settings, transcript), started=started,
+                      cached=True)
 
 
 def run_checked(args: argparse.Namespace, started: SecondHalf | None) -> int | None:
