@@ -109,3 +109,28 @@ def test_cli_starts_reading_before_the_engine_is_imported(
     assert prestart_module.prestart(
         ["--config", str(config_file), "plan", "--transcript", str(outside)]) is None
     assert prestart_module.prestart(["--config", str(config_file), "status"]) is None
+
+
+@pytest.mark.usefixtures("single_threaded")
+def test_a_forked_reader_is_refused_by_chain_records_not_by_lines(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A session whose lines are mostly bookkeeping (no uuid) is read by two processes however
+    many lines it has; one as dense in chain records as a chat is read by one."""
+    if (scan_module.os.cpu_count() or 1) < 2:
+        pytest.skip("one core: the scan never forks")
+    monkeypatch.setattr(scan_module, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(scan_module, "PARALLEL_MAX_RECORDS", 500)
+    bookkeeping = b'{"type":"last-prompt","lastPrompt":"go on","sessionId":"s"}\n'
+    spoken = b'{"type":"user","uuid":"%08d-0000-4000-8000-000000000000","message":' \
+             b'{"role":"user","content":"hello"}}\n'
+    mostly_bookkeeping = tmp_path / "busy.jsonl"
+    mostly_bookkeeping.write_bytes(
+        b"".join(bookkeeping * 9 + spoken % number for number in range(400)))
+    chat = tmp_path / "chat.jsonl"
+    chat.write_bytes(b"".join(spoken % number for number in range(600)))
+    rules = scan_module.SpeechRules()
+
+    started = scan_module.start_second_half(mostly_bookkeeping, rules)
+    assert started is not None  # 4,000 lines, 400 records
+    started.cancel()
+    assert scan_module.start_second_half(chat, rules) is None  # 600 lines, 600 records

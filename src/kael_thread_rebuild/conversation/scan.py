@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pickle
+import re
 import signal
 import threading
 from collections.abc import Callable
@@ -25,10 +26,14 @@ from .records import Classifier, SpeechRules
 
 PARALLEL_MIN_BYTES = 64 << 20
 SPLIT_PROBE_BYTES = 1 << 20
-# A file of very many short records is read by one process: a forked reader's table and its
-# trip through the pipe would hold the records twice (a million-message chat: 200 MiB more).
-PARALLEL_MAX_LINES = 300_000
+# A file of very many chain records is read by one process: a forked reader's table and its
+# trip through the pipe would hold them twice (a million-message chat: 200 MiB more). Records,
+# not lines: a line without a uuid (the bookkeeping of most of a session's lines) costs the
+# table nothing (benchmarks/README.md, "Figures: issue 26, a forked reader by records").
+PARALLEL_MAX_RECORDS = 200_000
 DENSITY_PROBE_BYTES = 4 << 20
+# What a chain record has and a bookkeeping line has not; a nested one only counts too many.
+_RECORD_KEY = re.compile(rb'"uuid"\s*:')
 
 
 @dataclass(slots=True)
@@ -70,12 +75,13 @@ def _split_point(handle: BinaryIO, size: int, fraction: float = 0.5) -> int | No
     return None
 
 
-def _too_many_lines(handle: BinaryIO, size: int) -> bool:
-    """Whether the file, judged by the density of lines in its first megabytes, holds more
-    than PARALLEL_MAX_LINES lines."""
+def _too_many_records(handle: BinaryIO, size: int) -> bool:
+    """Whether the file, judged by the density of chain records in its first megabytes, holds
+    more than PARALLEL_MAX_RECORDS of them."""
     handle.seek(0)
     sample = handle.read(DENSITY_PROBE_BYTES)
-    return bool(sample) and sample.count(b"\n") * size > PARALLEL_MAX_LINES * len(sample)
+    records = len(_RECORD_KEY.findall(sample))
+    return bool(sample) and records * size > PARALLEL_MAX_RECORDS * len(sample)
 
 
 def _can_fork(size: int, parallel: bool | None) -> bool:
@@ -179,7 +185,7 @@ def start_second_half(path: Path, rules: SpeechRules, *, parallel: bool | None =
         return None
     size = os.fstat(handle.fileno()).st_size
     split = None
-    if _can_fork(size, parallel) and (parallel or not _too_many_lines(handle, size)):
+    if _can_fork(size, parallel) and (parallel or not _too_many_records(handle, size)):
         split = _split_point(handle, size, fraction)
     if split is None:
         handle.close()
