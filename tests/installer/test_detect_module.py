@@ -135,10 +135,20 @@ def runner(household: Household) -> Iterator[tuple[subprocess.Popen[bytes], Path
     proc = subprocess.Popen(["bash", str(script), str(pointer), "--allowedTools", "Bash,Read"],
                             cwd=household.workdir, env=env, start_new_session=True)
     try:
+        _wait_until_it_runs(proc.pid, script)  # a household's runner has run for long
         yield proc, pointer
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def _wait_until_it_runs(pid: int, script: Path) -> None:
+    """Until process PID runs SCRIPT (right after the fork it is still this interpreter)."""
+    cmdline = Path(f"/proc/{pid}/cmdline")
+    deadline = time.monotonic() + 10
+    while str(script).encode() not in cmdline.read_bytes().split(b"\0"):
+        assert time.monotonic() < deadline, f"the runner {script} did not start"
+        time.sleep(0.02)
 
 
 def test_finds_a_pointer_runner(run_module: RunModule, household: Household,
@@ -146,7 +156,7 @@ def test_finds_a_pointer_runner(run_module: RunModule, household: Household,
     proc, pointer = runner
     found = run_module("claude_detect", {"name": "batch", "base": "pointer",
                                          "pointer_path": str(pointer)})
-    assert found["base"] == "pointer" and found["pid"] == proc.pid
+    assert found.get("base") == "pointer" and found["pid"] == proc.pid, found
     assert found["pointer_path"] == str(pointer)
     assert found["claude_config_dir"] == str(household.config_dir)
     assert found["claude_cli"] == [str(household.bin / "claude")]
