@@ -24,6 +24,7 @@ from tests.installer.conftest import (
 )
 from tests.support.claude_env import claude_available, find_claude_binary, make_claude_env
 from tests.support.standin_api import StandinAPI
+from tests.switching.sandbox import cmdline, wait_until
 from tests.systemd.household import USER_NAME, USER_UID, docker_reachable
 from tests.systemd.household import Household as SystemdHousehold
 
@@ -135,20 +136,13 @@ def runner(household: Household) -> Iterator[tuple[subprocess.Popen[bytes], Path
     proc = subprocess.Popen(["bash", str(script), str(pointer), "--allowedTools", "Bash,Read"],
                             cwd=household.workdir, env=env, start_new_session=True)
     try:
-        _wait_until_it_runs(proc.pid, script)  # a household's runner has run for long
+        # Right after the fork it is still this interpreter; a household's runner has run long.
+        wait_until(lambda: str(script) in cmdline(proc.pid), timeout=10,
+                   what=f"the runner {script} to start")
         yield proc, pointer
     finally:
         proc.terminate()
         proc.wait(timeout=10)
-
-
-def _wait_until_it_runs(pid: int, script: Path) -> None:
-    """Until process PID runs SCRIPT (right after the fork it is still this interpreter)."""
-    cmdline = Path(f"/proc/{pid}/cmdline")
-    deadline = time.monotonic() + 10
-    while str(script).encode() not in cmdline.read_bytes().split(b"\0"):
-        assert time.monotonic() < deadline, f"the runner {script} did not start"
-        time.sleep(0.02)
 
 
 def test_finds_a_pointer_runner(run_module: RunModule, household: Household,
