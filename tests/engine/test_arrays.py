@@ -224,6 +224,34 @@ def test_an_interner_table_stays_at_most_two_thirds_full() -> None:
     assert interner.find((5).to_bytes(4, "big")) == 5 and len(interner.slots) > 0
 
 
+def test_an_interner_takes_in_another_as_adding_its_keys_one_by_one_would() -> None:
+    """How the table of a forked reader's half is joined: the codes here of the other's keys,
+    the keys both have keeping their code, the table grown once, fixed widths or not."""
+    for width, later_keys in ((4, [b"efgh", b"ijkl", b"abcd", b"mnop"]),
+                              (0, [b"efgh", b"a longer key", b"abcd"])):
+        here, one_by_one, later = Interner(width), Interner(width), Interner(width)
+        for key in (b"abcd", b"efgh"):
+            here.add(key)
+            one_by_one.add(key)
+        for key in later_keys:
+            later.add(key)
+        expected = [one_by_one.add(key) for key in later_keys]
+        assert list(here.add_all(later)) == expected
+        assert [here.key(code) for code in range(len(here))] == \
+            [one_by_one.key(code) for code in range(len(one_by_one))]
+        assert [here.find(key) for key in later_keys] == expected
+    many, more = Interner(4), Interner(4)
+    for n in range(30_000):
+        more.add(n.to_bytes(4, "big"))
+    slots_before = len(many.slots)
+    assert list(many.add_all(more)) == list(range(30_000))
+    assert 3 * len(many) <= 2 * len(many.slots) and len(many.slots) > slots_before
+    released = Interner(4)
+    released.add(b"abcd")
+    released.release()
+    assert list(released.add_all(more))[:2] == [1, 2] and released.find(b"abcd") == 0
+
+
 def test_speech_lines_that_follow_each_other_keep_no_sizes() -> None:
     def said(word: str) -> tuple[Speech, ...]:
         return (Speech(Role.user, word, Origin.terminal),)

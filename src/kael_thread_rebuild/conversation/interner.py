@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import struct
 from array import array
+from collections.abc import Iterator
 from zlib import crc32
 
 from .arrays import append_wide
@@ -48,6 +49,13 @@ class Interner:
             return bytes(self.blob[code * width:(code + 1) * width])
         return bytes(self.blob[ends[code]:ends[code + 1]])
 
+    def keys(self) -> Iterator[bytes]:
+        """Every key, in the order of their codes (the blob must not grow meanwhile)."""
+        if self.ends is None:
+            return (key for (key,) in struct.iter_unpack(f"{self.width}s", self.blob))
+        ends, blob = self.ends, self.blob
+        return (bytes(blob[ends[code]:ends[code + 1]]) for code in range(self.count))
+
     def find(self, key: bytes) -> int:
         """KEY's code, or EMPTY when it was never added."""
         if not self.slots:
@@ -74,6 +82,18 @@ class Interner:
         if 3 * (code + 1) > 2 * len(slots):
             self._resize(len(slots) * 3 // 2)
         return code
+
+    def add_all(self, other: Interner) -> array[int]:
+        """The codes here of OTHER's keys, in the order of OTHER's codes, numbering those that
+        are new as `add` does, the table grown once beforehand instead of step by step."""
+        if not self.slots:
+            self._restore()
+        size = len(self.slots)
+        while 3 * (self.count + other.count) > 2 * size:
+            size = size * 3 // 2
+        if size > len(self.slots):
+            self._resize(size)
+        return array("i", map(self.add, other.keys()))
 
     def _probe(self, key: bytes) -> int:
         """The slot that holds KEY, or the empty slot where it would go (linear probing)."""

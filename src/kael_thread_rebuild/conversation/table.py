@@ -309,8 +309,7 @@ class RecordTable:
                                          later._real_parents(len(later)))
         self.times.extend(later.times)
         self.lines.extend_shifted(later.lines, line_offset)
-        uuid_codes = array("i", (self.uuids.add(later.uuids.key(code))
-                                 for code in range(len(later.uuids))))
+        uuid_codes = self.uuids.add_all(later.uuids)
         for row, code in enumerate(later.row_codes):
             self._hold(uuid_codes[code], row + offset, offset)
         self._absorb_messages(later, offset)
@@ -329,8 +328,7 @@ class RecordTable:
             self.message_next = extend_signed(padded(self.message_next, offset),
                                               padded(later.message_next, len(later)))
         known = len(self.message_last)
-        for code in range(len(later.message_ids)):
-            own = self.message_ids.add(later.message_ids.key(code))
+        for code, own in enumerate(self.message_ids.add_all(later.message_ids)):
             last = later.message_last[code] + offset
             if own < known:
                 self._link_message(self.message_last[own],
