@@ -10,14 +10,18 @@ Its source is copied into a temporary directory and built there two ways:
 
 - mypyc: the file as it is (its integers typed `i64`), as the package and the image build it;
 - Cython on the same file, unchanged (what one source for both would give Cython);
+- Cython on the same file with `benchmarks/scanner.pxd` beside it, which gives its functions,
+  locals and constants C types (one source still, its types for Cython declared apart);
 
 and run, with the source interpreted, on every line of one transcript held in memory, beside
 orjson's parse of every line (the floor of bench_plan.py). Every kernel's sizes must equal the
 engine's own (`loads_line`, then `text_bytes` of every string value) on each line the engine
 reads, or the kernel is reported as differing and the script exits 1. CPU seconds, least of
 `--repeat` runs; the interpreted kernel runs on a share of the lines and is scaled up. A
-compiler that is not installed is reported and left out. (An earlier comparison also built a
-copy of the loop typed for Cython, `.pyx`: within 20% of mypyc; benchmarks/README.md.)
+compiler that is not installed is reported and left out. Beside them, a bound that is not a
+scanner (`benchmarks/byte_loop_bound.pyx`, built by Cython): the same pass with C pointers
+and a table per byte that checks nothing, what any compiled pass over every byte costs at
+least; its sizes are not checked (it decodes no escape).
 
     .venv/bin/python benchmarks/compare_compilers.py --size-mb 200 --cache-dir DIR
 """
@@ -47,6 +51,9 @@ from kael_thread_rebuild.transcript.reader import SKIP_LEAST
 
 # The source, even where the package runs the compiled module in its place.
 SCANNER = Path(kael_thread_rebuild.transcript.__file__).resolve().parent / "scanner.py"
+HERE = Path(__file__).resolve().parent
+SCANNER_TYPES = HERE / "scanner.pxd"
+BOUND = HERE / "byte_loop_bound.pyx"
 Kernel = Callable[[bytes], int]
 
 
@@ -57,6 +64,8 @@ class Built:
     build_s: float = 0.0
     size_kib: float = 0.0
     why_not: str = ""
+    # A bound, timed but not checked (see BOUND).
+    bound: bool = False
 
 
 def string_sizes(value: Any) -> Iterator[int]:
@@ -106,10 +115,14 @@ def kernel_of(module: ModuleType, least: int = 0) -> Kernel:
     return measure
 
 
-def _build(name: str, source: Path, command: list[str], work: Path) -> Built:
-    """Build SOURCE (copied into WORK as module NAME) with COMMAND, then import it."""
+def _build(name: str, source: Path, command: list[str], work: Path,
+           declarations: Path | None = None) -> Built:
+    """Build SOURCE (copied into WORK as module NAME, DECLARATIONS beside it as NAME.pxd) with
+    COMMAND, then import it."""
     target = work / (name + source.suffix)
     shutil.copyfile(source, target)
+    if declarations is not None:
+        shutil.copyfile(declarations, work / (name + ".pxd"))
     started = time.perf_counter()
     done = subprocess.run([*command, target.name], cwd=work, capture_output=True, text=True,
                           check=False)
@@ -120,10 +133,12 @@ def _build(name: str, source: Path, command: list[str], work: Path) -> Built:
     return Built(name, _load(built[0], name), seconds, built[0].stat().st_size / 1024)
 
 
+# No bounds checks: the scanner checks every index against the line's length itself.
 CYTHONIZE = [sys.executable, "-c",
              "import sys; from setuptools import setup; from Cython.Build import cythonize; "
              "setup(ext_modules=cythonize(sys.argv[1], quiet=True, compiler_directives="
-             "{'language_level': 3}), script_args=['build_ext', '--inplace'])"]
+             "{'language_level': 3, 'boundscheck': False, 'wraparound': False}), "
+             "script_args=['build_ext', '--inplace'])"]
 
 
 def build_all(work: Path) -> list[Built]:
@@ -136,6 +151,10 @@ def build_all(work: Path) -> list[Built]:
         kernels.append(Built("cython", None, why_not="Cython is not installed"))
     else:
         kernels.append(_build("scanner_cython", SCANNER, CYTHONIZE, work))
+        kernels.append(_build("scanner_cython_pxd", SCANNER, CYTHONIZE, work, SCANNER_TYPES))
+        bound = _build("byte_loop_bound", BOUND, CYTHONIZE, work)
+        bound.bound = True
+        kernels.append(bound)
     return kernels
 
 
@@ -189,14 +208,16 @@ def main(argv: list[str] | None = None) -> int:
             if built.module is None:
                 print(f"  {built.name:24s} left out: {built.why_not}")
                 continue
-            wrong = disagreements(kernel_of(built.module), lines, expected)
+            wrong = 0 if built.bound else disagreements(kernel_of(built.module), lines,
+                                                        expected)
             differs = differs or bool(wrong)
             share = lines
             if built.name == "interpreted":
                 share = lines[: max(1, int(len(lines) * args.interpreted_share))]
             scan = kernel_of(built.module, SKIP_LEAST)
             seconds = cpu_seconds(scan, share, args.repeat) * len(lines) / len(share)
-            note = f"DIFFERS on {wrong} lines" if wrong else "same sizes"
+            note = "a bound, not checked" if built.bound else (
+                f"DIFFERS on {wrong} lines" if wrong else "same sizes")
             if built.build_s:
                 note += f"; built in {built.build_s:.1f} s, {built.size_kib:.0f} KiB"
             if share is not lines:
