@@ -10,11 +10,10 @@ base) until a duplicate comes along costs nothing until then (`IdentityArray`).
 from __future__ import annotations
 
 import ctypes
-import pickle
 import sys
 from array import array
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Final
 
 NARROW = "H"  # unsigned, two bytes
 WIDE = "q"
@@ -173,9 +172,10 @@ class TimeArray:
     many of those, every value is kept as a float (`exact`)."""
 
     __slots__ = ("bases", "exact", "offsets", "others")
-    BLOCK = 256
-    APART = -(2**31)  # the offset of a value kept in `others`
-    MAX_OTHERS = 4096
+    # Final: compiled (setup.py), a plain class attribute would be an instance's field.
+    BLOCK: Final = 256
+    APART: Final = -(2**31)  # the offset of a value kept in `others`
+    MAX_OTHERS: Final = 4096
 
     def __init__(self) -> None:
         self.bases = array("d")
@@ -241,26 +241,3 @@ def map_large_blocks() -> None:
         libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)
     except (OSError, AttributeError):  # not glibc: nothing to tune
         return
-
-
-def rebuilt_array(typecode: str, data: bytearray) -> array[Any]:
-    """The array `ArrayPickler` pickled as TYPECODE and its raw bytes."""
-    values = array(typecode)
-    values.frombytes(data)
-    return values
-
-
-class ArrayPickler(pickle.Pickler):
-    """Pickles arrays as their raw bytes, written straight from the array: the standard way
-    copies each into a bytes object that the pickler keeps until the end (all of a large
-    table's arrays twice)."""
-
-    def reducer_override(self, obj: Any) -> Any:
-        if type(obj) is array:
-            return rebuilt_array, (obj.typecode, pickle.PickleBuffer(obj))
-        return NotImplemented
-
-
-def dump_arrays(obj: object, file: Any) -> None:
-    """Pickle OBJ to FILE (see `ArrayPickler`)."""
-    ArrayPickler(file, protocol=5).dump(obj)

@@ -35,13 +35,13 @@ from ..errors import KaelError
 from ..fsutil import AtomicFile, atomic_writer, is_private_file
 from ..transcript import json_text, reader, sha256_state, skeleton
 from ..transcript.reader import READ_BUFFER, FileDigest, ReadStats, read_records
-from . import arrays, injected, interner, measured, records, table, tokens
+from . import array_pickle, arrays, injected, interner, measured, records, table, tokens
 from . import scan as scan_module
 from .records import Classifier, SpeechRules
 from .scan import Scan, SecondHalf, scan
 
-_SCAN_MODULES = (arrays, injected, interner, json_text, measured, reader, record_shapes, records,
-                 scan_module, sha256_state, skeleton, table, tokens)
+_SCAN_MODULES = (array_pickle, arrays, injected, interner, json_text, measured, reader,
+                 record_shapes, records, scan_module, sha256_state, skeleton, table, tokens)
 FORMAT = b"kael-scan-cache 2\n"
 HEADER_MAX_BYTES = 256
 MAX_ENTRY_BYTES = 128 << 20  # a million records take about 90 MiB
@@ -56,7 +56,7 @@ TRAILER_BYTES = 65  # a newline and the payload's SHA-256 in hex
 _ALLOWED = {
     ("builtins", "set"), ("builtins", "frozenset"), ("builtins", "bytearray"),
     ("array", "array"), ("array", "_array_reconstructor"), ("re", "_compile"),
-    ("kael_thread_rebuild.conversation.arrays", "rebuilt_array"),
+    ("kael_thread_rebuild.conversation.array_pickle", "rebuilt_array"),
     ("copyreg", "_reconstructor"), ("builtins", "object"),
     ("kael_thread_rebuild.conversation.scan_cache", "ScanState"),
     ("kael_thread_rebuild.transcript.reader", "ReadStats"),
@@ -175,7 +175,7 @@ class _Sink:
         self.written = 0
 
     def write(self, data: bytes | pickle.PickleBuffer) -> int:
-        # Large arrays come as the PickleBuffer itself (`arrays.ArrayPickler`), never copied.
+        # Large arrays come as the PickleBuffer itself (`array_pickle.ArrayPickler`), never copied.
         view = memoryview(data)
         self.written += view.nbytes
         if self.written > MAX_ENTRY_BYTES:
@@ -254,7 +254,7 @@ def _write(entry: Path, rules: SpeechRules, fd: int, scanned: Scan,
         target.write(FORMAT)
         sink = _Sink(target)
         sink.write(_header(status.st_dev, status.st_ino, read_to, samples))
-        arrays.dump_arrays(state, sink)
+        array_pickle.dump_arrays(state, sink)
         target.write(b"\n" + sink.digest.hexdigest().encode())
     _prune(entry.parent)
 
