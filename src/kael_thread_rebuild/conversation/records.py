@@ -357,7 +357,9 @@ class SpeechRules:
 class SpeechToolMatcher:
     """Tool names (globs) whose traffic is speech: see `SpeechRules`."""
 
-    def __init__(self, patterns: Iterable[str]) -> None:
+    # Every argument of this class and of Classifier has a default: compiled (setup.py), their
+    # `__new__` runs `__init__`, and so does unpickling them, before their state is set.
+    def __init__(self, patterns: Iterable[str] = ()) -> None:
         joined = "|".join(fnmatch.translate(pattern) for pattern in patterns)
         self._regex = re.compile(joined) if joined else None
 
@@ -387,6 +389,10 @@ _OTHER, _USER, _ASSISTANT, _ATTACHMENT, _SYSTEM = (Kind.other, Kind.user, Kind.a
 _BOOKKEEPING = Dirt.bookkeeping
 
 
+# What an unpickled Classifier is made with before its state is set (see SpeechToolMatcher).
+_NO_SPEECH_TOOLS = SpeechRules((), ())
+
+
 def _add(tally: MutableMapping[str, int], category: Dirt, size: int) -> None:
     if size:
         tally[category] = tally.get(category, 0) + size
@@ -396,7 +402,7 @@ class Classifier:
     """Reads raw records into a RecordTable plus the speech and snapshot text they hold, and
     adds their runtime bytes to a tally."""
 
-    def __init__(self, rules: SpeechRules, *, answer_ids: Iterable[str] = (),
+    def __init__(self, rules: SpeechRules = _NO_SPEECH_TOOLS, *, answer_ids: Iterable[str] = (),
                  from_start: bool = True) -> None:
         self.speech_tools = SpeechToolMatcher(rules.speech_tools)
         self.answer_tools = SpeechToolMatcher(rules.answer_tools)
