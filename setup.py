@@ -1,6 +1,7 @@
-"""The build's one decision that pyproject.toml cannot state: the scanner
-(`kael_thread_rebuild/transcript/scanner.py`) compiled by mypyc where that can be done, the same
-module interpreted where it cannot (issue 26). Everything else is declared in pyproject.toml.
+"""The build's one decision that pyproject.toml cannot state: the engine's hot modules (the
+scanner, the classifier and its record table: `kael_thread_rebuild/compiled_modules.py`)
+compiled by mypyc where that can be done, the same modules interpreted where it cannot (issue
+26). Everything else is declared in pyproject.toml.
 
 KAEL_COMPILE chooses: `1` compiles or fails the build, `0` builds a pure wheel, unset (the
 default) compiles when mypy is importable and the C compiler (`CC`, as setuptools would call it)
@@ -11,6 +12,7 @@ builds an extension against this Python's headers, and builds a pure wheel other
 from __future__ import annotations
 
 import os
+import runpy
 import sys
 import sysconfig
 import tempfile
@@ -19,7 +21,9 @@ from pathlib import Path
 from setuptools import Extension, setup
 
 SWITCH = "KAEL_COMPILE"
-COMPILED = ["src/kael_thread_rebuild/transcript/scanner.py"]
+# Declared in the package, where doctor reads them too (a standard-library-only module).
+_DECLARED = runpy.run_path("src/kael_thread_rebuild/compiled_modules.py")
+COMPILED = [_DECLARED["source_file"](name) for name in _DECLARED["COMPILED"]]
 # Only these commands build binaries; metadata and sdists never need the compiler or mypy.
 BUILD_COMMANDS = {"build", "build_ext", "bdist_wheel", "editable_wheel", "develop", "install"}
 
@@ -46,7 +50,7 @@ def compiler_problem() -> str:
 
 
 def extensions() -> list[Extension]:
-    """The compiled scanner, or nothing (a pure wheel), as KAEL_COMPILE and this machine allow."""
+    """The compiled modules, or none (a pure wheel), as KAEL_COMPILE and this machine allow."""
     switch = os.environ.get(SWITCH, "")
     if switch not in ("", "0", "1"):
         sys.exit(f"setup.py: {SWITCH} must be 0, 1 or unset, not {switch!r}")
@@ -61,11 +65,12 @@ def extensions() -> list[Extension]:
     if problem:
         if switch == "1":
             sys.exit(f"setup.py: {SWITCH}=1 but {problem}")
-        print(f"setup.py: building the interpreted scanner only: {problem}", file=sys.stderr)
+        print(f"setup.py: building the interpreted engine only: {problem}", file=sys.stderr)
         return []
     # No config file: the project's (strict, with the pydantic plugin) is for `mypy src`; the
-    # scanner needs nothing but the standard library and mypy_extensions.
-    return list(mypycify(["--config-file=", *COMPILED]))
+    # build environment holds only [build-system] requires: the types of other libraries the
+    # compiled modules import (orjson) are taken as Any.
+    return list(mypycify(["--config-file=", "--ignore-missing-imports", *COMPILED]))
 
 
 setup(ext_modules=extensions())

@@ -9,7 +9,7 @@
 #   BASE=python:3.11-slim-bookworm@sha256:... BUILDER=python:3.11-bookworm@sha256:... \
 #     image/build.sh                     # where a registry is reachable
 #
-# The project's wheel is not built here: the image's builder stage compiles the scanner with
+# The project's wheel is not built here: the image's builder stage compiles the engine with
 # mypyc (a C compiler is only there, in BUILDER: BASE's Python with gcc and its headers) from
 # the source copied to image/wheels/source, with the build requirements the host fetched into
 # image/wheels/build; the runtime stages install the wheel it made.

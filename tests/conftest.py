@@ -10,10 +10,21 @@ from typing import Any
 
 import pytest
 
+from kael_thread_rebuild import compiled_modules
 from kael_thread_rebuild.config import Config, parse_config
 from tests.guard import assert_safe_target, install_guard
 
 ConfigFactory = Callable[..., Config]
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """The suite tests the rules as they are in the checkout: a compiled module older than its
+    source (edited after the editable install built it) would test the old ones."""
+    stale = [module.__name__ for module in compiled_modules.modules()
+             if compiled_modules.older_than_source(module)]
+    if stale:
+        pytest.exit(f"compiled modules older than their sources: {', '.join(stale)}; rebuild "
+                    "them with .ci/setup (README, \"Development\")", returncode=3)
 
 
 @pytest.fixture(autouse=True)

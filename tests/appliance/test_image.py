@@ -108,19 +108,21 @@ def test_healthcheck_is_healthy_only_while_the_daemon_serves(
     assert code == 1 and text.startswith("unhealthy: nobody holds"), text
 
 
-def test_the_image_runs_the_compiled_scanner_and_holds_no_compiler(
+def test_the_image_runs_the_compiled_engine_and_holds_no_compiler(
         dock: docker.DockerClient, image: str) -> None:
-    """mypyc builds the scanner in the builder stage (image/Containerfile); no C compiler
-    reaches the runtime image, and its doctor says which engine runs."""
+    """mypyc builds the engine's hot modules in the builder stage (image/Containerfile); no C
+    compiler reaches the runtime image, and its doctor says which engine runs."""
     python = "/opt/kael/bin/python"
     probe = ("import shutil\n"
-             "from kael_thread_rebuild.transcript import scanner\n"
+             "from kael_thread_rebuild import compiled_modules as c\n"
              "from kael_thread_rebuild.doctor.engine import check_engine\n"
              "check = check_engine(None)  # the check reads no facts\n"
-             "print(scanner.COMPILED, check.ok, check.warning, check.detail)\n"
+             "print(all(c.is_compiled(m) for m in c.modules()), check.ok, check.warning,\n"
+             "      check.detail)\n"
              "print(shutil.which('gcc'), shutil.which('cc'))\n")
     out = dock.containers.run(image, ["-c", probe], entrypoint=[python], remove=True,
                               network_mode="none", read_only=True, cap_drop=["ALL"]).decode()
     engine_line, tools_line = out.split("\n")[:2]
-    assert engine_line.startswith("True True False the transcript scanner runs compiled (scanner.")
+    assert engine_line.startswith("True True False the transcript scanner and the classifier run "
+                                  "compiled ("), engine_line
     assert tools_line == "None None"

@@ -1,7 +1,8 @@
-"""The package built everywhere it runs (issue 26): with a C compiler the wheel holds the scanner
-compiled by mypyc, without one `pip install` still works with the scanner interpreted, and doctor
-says which engine runs. Each build is pip's own (isolated, [build-system] requires from the
-index) of a copy of the source, so nothing is built inside the checkout."""
+"""The package built everywhere it runs (issue 26): with a C compiler the wheel holds the engine's
+hot modules (`compiled_modules`: the scanner, the classifier and its table) compiled by mypyc,
+without one `pip install` still works with them interpreted, and doctor says which engine runs.
+Each build is pip's own (isolated, [build-system] requires from the index) of a copy of the
+source, so nothing is built inside the checkout."""
 
 from __future__ import annotations
 
@@ -17,14 +18,18 @@ from pathlib import Path
 
 import pytest
 
+from kael_thread_rebuild.compiled_modules import COMPILED
+
 REPO = Path(__file__).resolve().parents[2]
 SOURCE = ("pyproject.toml", "setup.py", "README.md", "src")
 SCANNER = "kael_thread_rebuild/transcript/scanner"
 # Runs the doctor's engine check where the wheel was unpacked (the check reads no facts).
-PROBE = ("from kael_thread_rebuild.transcript import scanner\n"
+PROBE = ("from kael_thread_rebuild import compiled_modules as c\n"
          "from kael_thread_rebuild.doctor.engine import check_engine\n"
          "check = check_engine(None)\n"
-         "print(scanner.COMPILED, check.ok, check.warning, check.detail, sep='\\n')\n")
+         "compiled = [c.is_compiled(module) for module in c.modules()]\n"
+         "print(all(compiled) if any(compiled) else False, check.ok, check.warning,\n"
+         "      check.detail, sep='\\n')\n")
 
 
 @dataclass
@@ -78,6 +83,11 @@ def names(wheel: Path) -> list[str]:
         return [name for name in archive.namelist() if name.startswith(SCANNER)]
 
 
+def compiled_files(wheel: Path) -> list[str]:
+    with zipfile.ZipFile(wheel) as archive:
+        return [name for name in archive.namelist() if name.endswith(".so")]
+
+
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory: pytest.TempPathFactory) -> Built:
     return built(tmp_path_factory.mktemp("compiled"))
@@ -89,24 +99,31 @@ def without_compiler(tmp_path_factory: pytest.TempPathFactory) -> Built:
     return built(tmp_path_factory.mktemp("pure"), CC="/nonexistent/cc")
 
 
-def test_with_a_compiler_the_wheel_holds_the_compiled_scanner(
+def test_with_a_compiler_the_wheel_holds_the_compiled_engine(
         compiled: Built, tmp_path: Path) -> None:
     assert "-cp3" in compiled.wheel.name and "linux" in compiled.wheel.name, compiled.wheel.name
-    assert any(name.endswith(".so") for name in names(compiled.wheel))
-    assert f"{SCANNER}.py" in names(compiled.wheel)  # the source stays beside it
+    built_ = compiled_files(compiled.wheel)
+    with zipfile.ZipFile(compiled.wheel) as archive:
+        files = archive.namelist()
+    for module in COMPILED:
+        path = module.replace(".", "/")
+        assert any(name.startswith(f"{path}.cpython-") for name in built_), (module, built_)
+        assert f"{path}.py" in files  # the source stays beside it
     compiled_, ok, warning, detail = run_probe(unpack(compiled.wheel, tmp_path / "site"))
     assert (compiled_, ok, warning) == ("True", "True", "False")
-    assert detail.startswith("the transcript scanner runs compiled (scanner.cpython-"), detail
+    assert detail.startswith("the transcript scanner and the classifier run compiled "
+                             f"({len(COMPILED)} modules by mypyc)"), detail
 
 
 def test_without_a_compiler_pip_builds_a_pure_wheel_whose_scanner_is_interpreted(
         without_compiler: Built, tmp_path: Path) -> None:
     assert without_compiler.wheel.name.endswith("-py3-none-any.whl"), without_compiler.wheel.name
     assert names(without_compiler.wheel) == [f"{SCANNER}.py"]
-    assert "building the interpreted scanner only: no C compiler" in without_compiler.log
+    assert compiled_files(without_compiler.wheel) == []
+    assert "building the interpreted engine only: no C compiler" in without_compiler.log
     compiled_, ok, warning, detail = run_probe(unpack(without_compiler.wheel, tmp_path / "site"))
     assert (compiled_, ok, warning) == ("False", "True", "False")
-    assert detail.startswith("the transcript scanner runs interpreted"), detail
+    assert detail.startswith("the transcript scanner and the classifier run interpreted"), detail
 
 
 def test_kael_compile_1_refuses_to_build_without_a_compiler(tmp_path: Path) -> None:
@@ -118,26 +135,26 @@ def test_kael_compile_1_refuses_to_build_without_a_compiler(tmp_path: Path) -> N
 
 def test_kael_compile_0_builds_a_pure_wheel_even_with_a_compiler(tmp_path: Path) -> None:
     wheel = built(tmp_path, KAEL_COMPILE="0").wheel
-    assert wheel.name.endswith("-py3-none-any.whl") and names(wheel) == [f"{SCANNER}.py"]
+    assert wheel.name.endswith("-py3-none-any.whl") and compiled_files(wheel) == []
 
 
-def test_a_stale_compiled_scanner_in_a_checkout_is_named(
+def test_a_stale_compiled_module_in_a_checkout_is_named(
         compiled: Built, tmp_path: Path) -> None:
-    """An editable install's scanner.py edited after its compiled module was built: doctor warns
+    """An editable install's records.py edited after its compiled module was built: doctor warns
     that the old rules run, and says how to rebuild (README, "Development")."""
     site = unpack(compiled.wheel, tmp_path / "site")
     [dist_info] = site.glob("kael_thread_rebuild-*.dist-info")
     (dist_info / "direct_url.json").write_text(json.dumps(
         {"url": "file:///checkout", "dir_info": {"editable": True}}))
-    source = site / f"{SCANNER}.py"
-    built_at = source.stat().st_mtime + 10  # as the editable build leaves them: the module last
-    for module in source.parent.glob("scanner*.so"):
+    source = site / "kael_thread_rebuild/conversation/records.py"
+    built_at = source.stat().st_mtime + 10  # as the editable build leaves them: modules last
+    for module in site.rglob("*.so"):
         os.utime(module, (built_at, built_at))
     assert run_probe(site)[1:3] == ["True", "False"]
-    os.utime(source, (built_at + 10, built_at + 10))  # then scanner.py is edited
+    os.utime(source, (built_at + 10, built_at + 10))  # then records.py is edited
     _, ok, warning, detail = run_probe(site)
     assert (ok, warning) == ("True", "True")
-    assert "is older than" in detail and "runs the rules as they were" in detail, detail
+    assert "older than records.py" in detail and "the rules run as they were" in detail, detail
 
 
 def test_the_build_requirements_pin_mypy_as_the_project_does() -> None:

@@ -17,7 +17,7 @@ The modules, by concern:
     hooks.py        Claude Code integration, the Stop hook: stop_hook, hook_delivery
     mcp.py          Claude Code integration, the MCP server: mcp_server
     mcp_live.py     the MCP server as the live Claude Code has it: mcp_loaded
-    engine.py       the transcript scanner: compiled or interpreted, stale in a checkout: engine
+    engine.py       the scanner and classifier: compiled or interpreted, stale in a checkout: engine
     host.py         containers and versions (the host's facts): mcp_containers, versions,
                     claude_access
     runner.py       CHECKS, in the order they are shown, and run_doctor
