@@ -36,11 +36,19 @@ def modules() -> list[ModuleType]:
     return [importlib.import_module(name) for name in COMPILED]
 
 
+def source_of(module: ModuleType) -> Path:
+    """The source MODULE runs: its own file, or for a compiled one the .py it was built from,
+    which every install keeps beside it (the compiled file itself is a stub that may stay the
+    same when the source changes)."""
+    path = Path(str(module.__file__))
+    return path.with_name(path.name.split(".")[0] + ".py") if is_compiled(module) else path
+
+
 def older_than_source(module: ModuleType) -> bool:
     """Whether MODULE runs compiled from a build older than the source beside it (an editable
     install whose source was edited since: the old rules run)."""
     if not is_compiled(module):
         return False
+    source = source_of(module)
     built = Path(str(module.__file__))
-    source = built.with_name(built.name.split(".")[0] + ".py")
     return source.exists() and source.stat().st_mtime > built.stat().st_mtime

@@ -89,3 +89,14 @@ def test_the_installed_engine_and_the_interpreted_sources_plan_alike(
         assert mine == theirs, (mine["path"], mine["parallel"])
     assert any(result["rows"] for result in installed)
     assert any(result["facts"]["unreadable_lines"] for result in installed)
+
+
+def test_every_hot_module_is_known_by_its_source() -> None:
+    """What keys the scan cache and what the stale check compares: the .py a module runs, for a
+    compiled one the source beside it (its compiled file is a stub that may not change)."""
+    for module in compiled_modules.modules():
+        source = compiled_modules.source_of(module)
+        assert source.suffix == ".py" and source.exists(), module.__file__
+        assert source.stem == module.__name__.rsplit(".", 1)[1]
+        if compiled_modules.is_compiled(module):
+            assert source.parent == Path(str(module.__file__)).parent

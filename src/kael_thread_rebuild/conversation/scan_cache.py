@@ -31,6 +31,7 @@ from typing import Any, BinaryIO, TypeGuard
 
 from .. import __version__
 from ..claude_code import record_shapes
+from ..compiled_modules import is_compiled, source_of
 from ..errors import KaelError
 from ..fsutil import AtomicFile, atomic_writer, is_private_file
 from ..transcript import json_text, reader, sha256_state, skeleton
@@ -106,7 +107,9 @@ def _engine_digest() -> str:
     version number, makes every entry another engine's)."""
     digest = hashlib.sha256(Path(__file__).read_bytes())  # what an entry holds, too
     for module in _SCAN_MODULES:
-        digest.update(Path(str(module.__file__)).read_bytes())
+        # A compiled module pickles its objects its own way: an entry is one engine's.
+        digest.update(b"compiled" if is_compiled(module) else b"interpreted")
+        digest.update(source_of(module).read_bytes())
     return digest.hexdigest()
 
 
