@@ -19,7 +19,7 @@ from array import array
 from collections.abc import Iterable, MutableMapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..claude_code.record_shapes import (
     COMPACT_BOUNDARY,
@@ -317,9 +317,10 @@ class SpeechStore:
         self.utf8_bytes = extend_wide(self.utf8_bytes, later.utf8_bytes)
 
 
-@dataclass(slots=True, frozen=True)
-class SnapshotPart:
-    """Start-up context found in one record of the first turn."""
+class SnapshotPart(NamedTuple):
+    """Start-up context found in one record of the first turn. A named tuple, not a frozen
+    dataclass: compiled (setup.py), unpickling a frozen dataclass sets its fields one by one,
+    which the dataclass refuses."""
 
     uuid: str
     timestamp: str | None
