@@ -14,7 +14,7 @@ from .facts import Facts
 from .model import Check, passed, warned
 
 DISTRIBUTION = "kael-thread-rebuild"
-REBUILD = ("rebuild it: `.venv/bin/pip install -c constraints.txt -e '.[dev]'` in the checkout "
+REBUILD = ("rebuild: `.venv/bin/pip install -c constraints.txt -e '.[dev]'` in the checkout "
            "(or .ci/setup)")
 WHAT = "the transcript scanner and the classifier"
 
