@@ -24,6 +24,13 @@ EMPTY = -1
 _MIN_SLOTS = 1 << 10
 
 
+def _slots_for(keys: int, size: int) -> int:
+    """The table size for KEYS keys, grown by half from SIZE until at most two thirds full."""
+    while 3 * keys > 2 * size:
+        size = size * 3 // 2
+    return size
+
+
 class Interner:
     """Distinct byte strings numbered 0, 1, 2, ... in the order they were first added.
 
@@ -88,9 +95,7 @@ class Interner:
         are new as `add` does, the table grown once beforehand instead of step by step."""
         if not self.slots:
             self._restore()
-        size = len(self.slots)
-        while 3 * (self.count + other.count) > 2 * size:
-            size = size * 3 // 2
+        size = _slots_for(self.count + other.count, len(self.slots))
         if size > len(self.slots):
             self._resize(size)
         return array("i", map(self.add, other.keys()))
@@ -123,10 +128,7 @@ class Interner:
         self.slots = array("i")
 
     def _restore(self) -> None:
-        size = _MIN_SLOTS
-        while 3 * self.count > 2 * size:
-            size = size * 3 // 2
-        self._resize(size)
+        self._resize(_slots_for(self.count, _MIN_SLOTS))
 
     def __getstate__(self) -> tuple[bytearray, array[int] | None, int, int, array[int]]:
         return self.blob, self.ends, self.width, self.count, self.slots
