@@ -7,7 +7,9 @@ command line's config and transcript are located by the same rules the engine ap
 the later part of the file. The engine then validates everything properly; `scan` uses the child
 only if it read the same file with the same speech-tool patterns, and cancels it otherwise.
 `plan` and `dirty` start no child when the state dir's scan cache has an entry that the file takes
-up (`scan_cache.takes_up`): they will read only the bytes appended since.
+up (`scan_cache.takes_up`): they will read only the bytes appended since. Every reading command
+lets the C heap keep what its lines free (`transcript.heap_pad`), before the child is forked so
+that both keep it.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from ..errors import KaelError
 from ..paths import locate_transcript
 from ..state_layout import config_path as named_config
 from ..state_layout import peeked_state_dir, read_config_file, scan_cache_in
+from ..transcript.heap_pad import keep_freed_heap
 
 READING_COMMANDS = frozenset({"plan", "dirty", "candidate"})
 CACHED_COMMANDS = frozenset({"plan", "dirty"})  # `candidate` always reads the whole file
@@ -53,6 +56,7 @@ def prestart(words: Sequence[str]) -> SecondHalf | None:
     config_path = named_config(known.config)
     if known.command not in READING_COMMANDS or not config_path:
         return None
+    keep_freed_heap()
     try:
         raw = read_config_file(config_path)
         data = tomllib.loads(raw.decode("utf-8"))
