@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from kael_thread_rebuild.config import Config
 from kael_thread_rebuild.plan import build_plan
-from kael_thread_rebuild.transcript import reader, skeleton
+from kael_thread_rebuild.transcript import reader, scanner, skeleton
 from kael_thread_rebuild.transcript.json_text import dumps_line, loads_line, text_bytes
 from tests.builder import TranscriptBuilder
 from tests.conftest import ConfigFactory
@@ -96,10 +96,14 @@ def _planned(config: Config, path: Path) -> tuple[dict[str, Any], list[tuple[str
     return plan.report.model_dump(), carried(plan)
 
 
+@pytest.mark.parametrize("found_by_scanner", [True, False], ids=["scanner", "pieces"])
 def test_long_lines_plan_as_a_whole_parse_does(make_config: ConfigFactory,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
+                                               monkeypatch: pytest.MonkeyPatch,
+                                               found_by_scanner: bool) -> None:
     """With the marks made tiny, nearly every line is long and every string is cut into many
-    pieces (inside escapes' reach, beside surrogates, within UTF-8): the same plan."""
+    pieces (inside escapes' reach, beside surrogates, within UTF-8): the same plan, whether the
+    long strings are found by the scanner (as where it runs compiled) or piece by piece."""
+    monkeypatch.setattr(scanner, "COMPILED", found_by_scanner)
     config = make_config()
     b = _rich_transcript()
     path = b.write(source_path(config, b))

@@ -10,11 +10,13 @@ parse would. Its words are decoded only if they are asked for (`BigText.text`).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from . import scanner
 from .json_text import dumps_line, loads_line, text_bytes
 
 BIG_STRING = 1 << 20
@@ -121,13 +123,23 @@ def _measure(raw: bytes | bytearray, start: int, end: int) -> tuple[int, int]:
 def loads_long_line(raw: bytes | bytearray, fd: int, offset: int) -> Any:
     """The value of the line RAW (at OFFSET of the file open as FD), with each long string
     value a `BigText`. Raises ValueError when the line is not JSON."""
-    spans = _big_spans(raw)
-    if not spans:
+    found = _long_strings(raw)
+    if not found:
         return loads_line(raw)
-    found: list[int] = []
-    for start, end in spans:
-        found += (start, end, *_measure(raw, start, end))
     return loads_skeleton(raw, fd, offset, found, new_mark())
+
+
+def _long_strings(raw: bytes | bytearray) -> list[int]:
+    """Start, end, UTF-8 and JSON bytes of every string value of RAW of at least BIG_STRING
+    bytes: found by the scanner where it runs compiled (it tells the same, three times faster),
+    else (or where it refuses the line, so that the same is refused) piece by piece."""
+    if scanner.COMPILED:
+        with contextlib.suppress(ValueError):
+            return scanner.long_strings(bytes(raw), BIG_STRING)
+    found: list[int] = []
+    for start, end in _big_spans(raw):
+        found += (start, end, *_measure(raw, start, end))
+    return found
 
 
 def new_mark() -> str:
