@@ -130,7 +130,11 @@ def test_a_forked_reader_is_refused_by_chain_records_not_by_lines(
     chat.write_bytes(b"".join(spoken % number for number in range(600)))
     rules = scan_module.SpeechRules()
 
-    started = scan_module.start_second_half(mostly_bookkeeping, rules)
+    forks: list[Path] = []  # what BEFORE_FORK saw (the command line pads the heap there)
+    started = scan_module.start_second_half(mostly_bookkeeping, rules,
+                                            before_fork=lambda: forks.append(mostly_bookkeeping))
     assert started is not None  # 4,000 lines, 400 records
     started.cancel()
-    assert scan_module.start_second_half(chat, rules) is None  # 600 lines, 600 records
+    assert scan_module.start_second_half(chat, rules,
+                                         before_fork=lambda: forks.append(chat)) is None
+    assert forks == [mostly_bookkeeping]  # 600 lines, 600 records: read by one, as it was

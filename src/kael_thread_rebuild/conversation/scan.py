@@ -177,9 +177,11 @@ def _join(scanned: Scan, started: SecondHalf) -> None:
 
 
 def start_second_half(path: Path, rules: SpeechRules, *, parallel: bool | None = None,
-                      fraction: float = 0.5) -> SecondHalf | None:
+                      fraction: float = 0.5,
+                      before_fork: Callable[[], object] | None = None) -> SecondHalf | None:
     """Fork a child for the part of PATH after FRACTION, when the file is large enough and
-    forking is safe; None otherwise (or when the file cannot be opened: `scan` reports it)."""
+    forking is safe; None otherwise (or when the file cannot be opened: `scan` reports it).
+    BEFORE_FORK: called once the child is sure to start, for both processes to inherit."""
     try:
         handle = path.open("rb", buffering=READ_BUFFER)
     except OSError:
@@ -191,6 +193,8 @@ def start_second_half(path: Path, rules: SpeechRules, *, parallel: bool | None =
     if split is None:
         handle.close()
         return None
+    if before_fork is not None:
+        before_fork()
     pid, reader = _second_half(path, handle.fileno(), split, size, rules)
     return SecondHalf(path.resolve(), rules, handle, size, split, pid, reader)
 

@@ -7,9 +7,8 @@ command line's config and transcript are located by the same rules the engine ap
 the later part of the file. The engine then validates everything properly; `scan` uses the child
 only if it read the same file with the same speech-tool patterns, and cancels it otherwise.
 `plan` and `dirty` start no child when the state dir's scan cache has an entry that the file takes
-up (`scan_cache.takes_up`): they will read only the bytes appended since. Every reading command
-lets the C heap keep what its lines free (`transcript.heap_pad`), before the child is forked so
-that both keep it.
+up (`scan_cache.takes_up`): they will read only the bytes appended since. Where a child starts,
+the C heap keeps what the lines free (`transcript.heap_pad`), in both processes.
 """
 
 from __future__ import annotations
@@ -56,7 +55,6 @@ def prestart(words: Sequence[str]) -> SecondHalf | None:
     config_path = named_config(known.config)
     if known.command not in READING_COMMANDS or not config_path:
         return None
-    keep_freed_heap()
     try:
         raw = read_config_file(config_path)
         data = tomllib.loads(raw.decode("utf-8"))
@@ -78,7 +76,8 @@ def prestart(words: Sequence[str]) -> SecondHalf | None:
     rules = SpeechRules(tuple(str(p) for p in patterns), tuple(str(p) for p in answers))
     checked = known.command in CACHED_COMMANDS and _checked(raw, data)
     head_start = CHECKED_HEAD_START_BYTES if checked else HEAD_START_BYTES
-    return start_second_half(path, rules, fraction=child_share_starts_at(size, head_start))
+    return start_second_half(path, rules, fraction=child_share_starts_at(size, head_start),
+                             before_fork=keep_freed_heap)
 
 
 def _checked(raw: bytes, data: dict[str, Any]) -> bool:
