@@ -4,8 +4,9 @@ A single line can be hundreds of megabytes, nearly all of it one string (a comma
 Decoding it would hold the line and its text at once (twice its size). Here the line's bytes are
 held, every string of at least BIG_STRING bytes is cut out and replaced by a short placeholder,
 the rest (the skeleton) is parsed as usual, and each long string becomes a `BigText`: where it
-is in the file, its size as UTF-8 and as JSON, checked piece by piece as strictly as a whole
-parse would. Its words are decoded only if they are asked for (`BigText.text`).
+is in the file, its size as UTF-8 and as JSON, checked as strictly as a whole parse would (by
+the payload scanner where it runs compiled, else piece by piece). Its words are decoded only if
+they are asked for (`BigText.text`).
 """
 
 from __future__ import annotations
