@@ -157,3 +157,7 @@ def test_a_line_read_by_its_skeleton_is_the_line(tmp_path_factory: pytest.TempPa
             assert text.utf8_bytes == len(text_bytes(decoded))
             assert text.json_bytes == len(dumps_line(decoded))
         assert skeleton.materialize(read) == loads_line(raw) == value
+        # a line of 2 GiB or more is read as a bytearray (never copied to bytes)
+        from_bytearray = skeleton.loads_long_line(bytearray(raw), handle.fileno(), 0)
+        assert skeleton.json_size(from_bytearray) == len(raw)
+        assert skeleton.materialize(from_bytearray) == value

@@ -133,10 +133,12 @@ def loads_long_line(raw: bytes | bytearray, fd: int, offset: int) -> Any:
 def _long_strings(raw: bytes | bytearray) -> list[int]:
     """Start, end, UTF-8 and JSON bytes of every string value of RAW of at least BIG_STRING
     bytes: found by the scanner where it runs compiled (it tells the same, three times faster),
-    else (or where it refuses the line, so that the same is refused) piece by piece."""
-    if scanner.COMPILED:
+    else (or where it refuses the line, so that the same is refused) piece by piece. A line of
+    2 GiB or more comes as a bytearray (`reader._read_exactly`): the scanner takes bytes, and a
+    copy would hold the line twice, so it is read in pieces."""
+    if scanner.COMPILED and type(raw) is bytes:
         with contextlib.suppress(ValueError):
-            return scanner.long_strings(bytes(raw), BIG_STRING)
+            return scanner.long_strings(raw, BIG_STRING)
     found: list[int] = []
     for start, end in _big_spans(raw):
         found += (start, end, *_measure(raw, start, end))
