@@ -9,16 +9,12 @@ base) until a duplicate comes along costs nothing until then (`IdentityArray`).
 
 from __future__ import annotations
 
-import ctypes
-import sys
 from array import array
 from collections.abc import Iterable, Iterator
 from typing import Final
 
 NARROW = "H"  # unsigned, two bytes
 WIDE = "q"
-M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
-MMAP_THRESHOLD = 128 << 10
 
 
 def narrow() -> array[int]:
@@ -225,19 +221,3 @@ class TimeArray:
         if self.exact is not None:
             return iter(self.exact)
         return (self[index] for index in range(len(self.offsets)))
-
-
-def map_large_blocks() -> None:
-    """Have glibc give every block of MMAP_THRESHOLD bytes or more its own mapping, always.
-
-    Its default raises that threshold after a mapped block is freed, so the arrays of a large
-    scan end up in the heap, where each growth copies them and leaves holes that stay resident
-    (a million-record scan: about 20 MiB). Mapped, they grow in place and go back when freed.
-    """
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        libc = ctypes.CDLL(None)
-        libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)
-    except (OSError, AttributeError):  # not glibc: nothing to tune
-        return

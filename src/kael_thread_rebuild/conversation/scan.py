@@ -22,7 +22,7 @@ from typing import BinaryIO, cast
 from ..errors import InputError
 from ..transcript.reader import READ_BUFFER, FileDigest, ReadStats, read_records
 from .array_pickle import dump_arrays
-from .arrays import map_large_blocks
+from .heap import map_large_blocks
 from .records import Classifier, SpeechRules
 
 PARALLEL_MIN_BYTES = 64 << 20

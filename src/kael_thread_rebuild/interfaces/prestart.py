@@ -8,7 +8,7 @@ the later part of the file. The engine then validates everything properly; `scan
 only if it read the same file with the same speech-tool patterns, and cancels it otherwise.
 `plan` and `dirty` start no child when the state dir's scan cache has an entry that the file takes
 up (`scan_cache.takes_up`): they will read only the bytes appended since. Where a child starts,
-the C heap keeps what the lines free (`transcript.heap_pad`), in both processes.
+the C heap keeps what the lines free (`conversation.heap`), in both processes.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..checked_config import recall
+from ..conversation.heap import keep_freed_heap
 from ..conversation.records import SpeechRules
 from ..conversation.scan import SecondHalf, start_second_half
 from ..conversation.scan_cache import will_take_up
@@ -28,7 +29,6 @@ from ..errors import KaelError
 from ..paths import locate_transcript
 from ..state_layout import config_path as named_config
 from ..state_layout import peeked_state_dir, read_config_file, scan_cache_in
-from ..transcript.heap_pad import keep_freed_heap
 
 READING_COMMANDS = frozenset({"plan", "dirty", "candidate"})
 CACHED_COMMANDS = frozenset({"plan", "dirty"})  # `candidate` always reads the whole file

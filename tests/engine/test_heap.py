@@ -1,5 +1,5 @@
 """The command-line readers let the C heap keep what a line frees for the next lines
-(`transcript.heap_pad`): measured by where the heap ends after memory is freed."""
+(`conversation.heap.keep_freed_heap`): measured by where the heap ends after memory is freed."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from kael_thread_rebuild.transcript.heap_pad import TOP_PAD_BYTES
+from kael_thread_rebuild.conversation.heap import TOP_PAD_BYTES
 
 # Sixteen MiB in blocks below malloc's mmap threshold (so on the heap), all freed again: how far
 # the heap's end stayed past where it was.
@@ -19,7 +19,7 @@ libc.sbrk.restype, libc.sbrk.argtypes = ctypes.c_void_p, (ctypes.c_long,)
 libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, (ctypes.c_size_t,)
 libc.free.argtypes = (ctypes.c_void_p,)
 if sys.argv[1] == "padded":
-    from kael_thread_rebuild.transcript.heap_pad import keep_freed_heap
+    from kael_thread_rebuild.conversation.heap import keep_freed_heap
     assert keep_freed_heap()
 before = libc.sbrk(0)
 blocks = [libc.malloc(64 << 10) for _ in range(256)]
