@@ -31,7 +31,7 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def loads_line(raw: bytes | bytearray) -> Any:
+def loads_line(raw: bytes | bytearray | memoryview) -> Any:
     """One JSON value, read the way Node writes it. Raises ValueError when RAW is not JSON."""
     try:
         return orjson.loads(raw)
@@ -39,12 +39,12 @@ def loads_line(raw: bytes | bytearray) -> Any:
         return loads_with_surrogates(raw)
 
 
-def loads_with_surrogates(raw: bytes | bytearray) -> Any:
+def loads_with_surrogates(raw: bytes | bytearray | memoryview) -> Any:
     """The fallback of `loads_line`, for a line orjson refused."""
     if not _SURROGATE_ESCAPE.search(raw):
         raise ValueError("not JSON")
     try:
-        return json.loads(raw.decode("utf-8"), parse_float=_finite,
+        return json.loads(str(raw, "utf-8"), parse_float=_finite,
                           parse_constant=_refuse_constant)
     except RecursionError:  # nested deeper than orjson reads too (its limit is 1024)
         raise ValueError("nested too deeply") from None

@@ -18,6 +18,7 @@ import orjson
 
 from . import scanner
 from .json_text import dumps_line, loads_line, loads_with_surrogates, text_bytes
+from .mapped_file import mapped_chunks, mapped_lines
 from .sha256_state import ResumableSha256
 from .skeleton import loads_long_line, loads_skeleton, new_mark
 
@@ -25,9 +26,8 @@ __all__ = ["FileDigest", "ReadStats", "dumps_line", "loads_line", "read_line", "
            "text_bytes"]
 
 READ_BUFFER = 1 << 20
-HASH_CHUNK = 1 << 20
-# A line longer than this is measured before it is read (see `_line_at`), and read without
-# decoding its long strings (see `skeleton`).
+# A line longer than this is measured before it is read, and read by its offset without
+# decoding its long strings (see `mapped_lines`, `skeleton`).
 LONG_LINE = 8 << 20
 # The compiled engine leaves every string value of at least this many bytes undecoded (a
 # `skeleton.BigText`), in a line longer than SCAN_ABOVE (a shorter line rarely holds one, and
@@ -76,7 +76,8 @@ class ReadStats:
 
 
 class FileDigest:
-    """SHA-256 of the first SIZE bytes of an open file, computed by a thread with pread.
+    """SHA-256 of the first SIZE bytes of an open file, computed by a thread from a mapping of it
+    (`mapped_file.mapped_chunks`: nothing copied).
 
     hashlib releases the GIL on large updates, so the parser loses almost nothing to it. With
     RESUMABLE (see `sha256_state`) the digest goes on from STATE, the state of the bytes before
@@ -98,16 +99,13 @@ class FileDigest:
         done = self._start
         keep = isinstance(self._digest, ResumableSha256)
         try:
-            while True:
+            for chunk in mapped_chunks(self._fd, done, self._size - done):
                 if keep:
                     self.checkpoints.append((done, self._digest.state()))
-                if done >= self._size:
-                    break
-                chunk = os.pread(self._fd, min(HASH_CHUNK, self._size - done), done)
-                if not chunk:
-                    break
                 self._digest.update(chunk)
                 done += len(chunk)
+            if keep:
+                self.checkpoints.append((done, self._digest.state()))
         except OSError as exc:
             self._error = exc
 
@@ -123,37 +121,8 @@ class FileDigest:
         return self.checkpoints[index - 1] if index else None
 
 
-def _rest_of_line(handle: BinaryIO, budget: int) -> tuple[int, bool]:
-    """Skip to the end of a line whose first part was just read: the bytes skipped, and
-    whether they end in a newline (not when the file or the BUDGET bytes left end first).
-    Nothing skipped is kept, so a line of hundreds of megabytes is never held twice (as
-    `readline` would)."""
-    skipped = 0
-    while skipped < budget:
-        chunk = handle.read(min(READ_BUFFER, budget - skipped))
-        if not chunk:
-            break
-        newline = chunk.find(b"\n")
-        if newline >= 0:
-            handle.seek(newline + 1 - len(chunk), os.SEEK_CUR)
-            return skipped + newline + 1, True
-        skipped += len(chunk)
-    return skipped, False
-
-
-def _line_at(handle: BinaryIO, offset: int,
-             budget: int) -> tuple[bytes | bytearray, int, bool]:
-    """The line at OFFSET (HANDLE positioned there): its bytes, its size, and whether it ends
-    in a newline. A long line is measured first, then read in one piece by its offset."""
-    raw = handle.readline(min(LONG_LINE, budget))
-    if len(raw) < LONG_LINE or raw[-1] == 10:
-        return raw, len(raw), bool(raw) and raw[-1] == 10
-    rest, complete = _rest_of_line(handle, budget - len(raw))
-    size = len(raw) + rest
-    del raw
-    if not complete:
-        return b"", size, False
-    return _read_exactly(handle.fileno(), size, offset), size, True
+def _blank(raw: bytes | bytearray | memoryview) -> bool:
+    return (bytes(raw) if isinstance(raw, memoryview) else raw).isspace()
 
 
 def _read_exactly(fd: int, size: int, offset: int) -> bytes | bytearray:
@@ -194,35 +163,33 @@ def read_records(handle: BinaryIO, start: int, length: int, stats: ReadStats, *,
     mark = new_mark()
     line_no = 0
     consumed = 0
-    handle.seek(start)
     try:
-        while consumed < length:
-            offset = start + consumed
-            raw, size, complete = _line_at(handle, offset, length - consumed)
-            if not size:
-                break
+        for offset, size, view, complete in mapped_lines(fd, start, length, LONG_LINE):
             line_no += 1
             consumed += size
             if not complete:
                 stats.torn_final_line = True
                 stats.torn_bytes = size
                 break
+            raw: bytes | bytearray | memoryview
             try:
-                if size > LONG_LINE:
+                if view is None:  # longer than LONG_LINE
+                    raw = _read_exactly(fd, size, offset)
                     record, skeletal = loads_long_line(raw, fd, offset), True
                 elif size > skip_above:
+                    raw = view
                     record, skeletal = _loads_scanned(raw, fd, offset, mark)
                 else:
-                    skeletal = False
+                    raw, skeletal = view, False
                     try:
                         record = loads(raw)
                     except decode_error:
                         record = loads_with_surrogates(raw)
             except ValueError:
-                if not raw.isspace():
+                if not _blank(raw):
                     stats.unreadable_lines.append(line_no)
                 continue
-            del raw
+            del raw, view
             if type(record) is not dict:
                 stats.unreadable_lines.append(line_no)
                 continue
@@ -235,7 +202,7 @@ def read_records(handle: BinaryIO, start: int, length: int, stats: ReadStats, *,
         stats.bytes_read = consumed
 
 
-def _loads_scanned(raw: bytes | bytearray, fd: int, offset: int,
+def _loads_scanned(raw: bytes | bytearray | memoryview, fd: int, offset: int,
                    mark: str) -> tuple[Any, bool]:
     """The value of the line RAW, its string values of SKIP_LEAST bytes or more as BigTexts,
     and whether it has any. A line the scanner or the parse of its skeleton refuses is parsed

@@ -87,7 +87,11 @@ class ResumableSha256:
         else:
             raise ValueError("a SHA-256 state of the wrong size")
 
-    def update(self, data: bytes) -> None:
+    def update(self, data: bytes | memoryview) -> None:
+        """Go on over DATA (a memoryview must be of a writable buffer: ctypes takes its
+        address from it, without a copy)."""
+        if isinstance(data, memoryview):
+            data = (ctypes.c_char * len(data)).from_buffer(data)  # type: ignore[assignment]
         self._lib.SHA256_Update(self._ctx, data, len(data))
 
     def state(self) -> bytes:

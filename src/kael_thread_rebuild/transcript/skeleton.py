@@ -150,7 +150,7 @@ def new_mark() -> str:
     return "\0" + os.urandom(8).hex() + ":"
 
 
-def loads_skeleton(raw: bytes | bytearray, fd: int, offset: int, found: Sequence[int],
+def loads_skeleton(raw: bytes | bytearray | memoryview, fd: int, offset: int, found: Sequence[int],
                    mark: str) -> Any:
     """The value of the line RAW (at OFFSET of the file open as FD), with the string values
     FOUND (four numbers each: their body's start and end in RAW, UTF-8 and JSON bytes, as
@@ -158,7 +158,7 @@ def loads_skeleton(raw: bytes | bytearray, fd: int, offset: int, found: Sequence
     of them replaced by a short placeholder starting with MARK (`new_mark`). Raises ValueError
     when that rest is not JSON."""
     placeholder = ("\\u0000" + mark[1:]).encode()
-    pieces: list[bytes | bytearray] = []
+    pieces: list[bytes | bytearray | memoryview] = []
     bigs: list[BigText] = []
     last = 0
     for number in range(0, len(found), 4):
