@@ -210,6 +210,7 @@ def test_the_early_reader_takes_less_when_the_config_is_checked(
                       encoding="utf-8")
     monkeypatch.setattr(scan_module, "PARALLEL_MIN_BYTES", 0)
     # scaled to the small file: the child's share starts at 30% unchecked, 50% checked
+    monkeypatch.setattr(prestart_module, "PARENT_SHARE", 0.5)
     monkeypatch.setattr(prestart_module, "HEAD_START_BYTES", transcript.stat().st_size)
     monkeypatch.setattr(prestart_module, "CHECKED_HEAD_START_BYTES", 0)
     words = ["--config", str(config), "dirty", "--transcript", str(transcript)]

@@ -32,15 +32,19 @@ from ..state_layout import peeked_state_dir, read_config_file, scan_cache_in
 
 READING_COMMANDS = frozenset({"plan", "dirty", "candidate"})
 CACHED_COMMANDS = frozenset({"plan", "dirty"})  # `candidate` always reads the whole file
+# This process also digests the whole file (a thread: about a fifth of the CPU that reading
+# every line takes), so it reads less than half when both start together (measured best: 0.38
+# to 0.42 of 200 MiB and 1 GiB; benchmarks/README.md, "Figures: issue 26, the file mapped").
+PARENT_SHARE = 0.42
 # The child starts ahead of this process by its imports: about 0.15 s when it validates the
-# config (pydantic), 0.05 s from a checked config (`checked_config`), worth about this many bytes
-# of reading. The child takes that much more than half.
+# config (pydantic), less from a checked config (`checked_config`), worth about this many bytes
+# of reading. The child takes that much more.
 HEAD_START_BYTES = 48 << 20
 CHECKED_HEAD_START_BYTES = 16 << 20
 
 
 def child_share_starts_at(size: int, head_start: int = HEAD_START_BYTES) -> float:
-    return max(0.3, 0.5 - head_start / 2 / max(size, 1))
+    return max(0.3, PARENT_SHARE - head_start / 2 / max(size, 1))
 
 
 def prestart(words: Sequence[str]) -> SecondHalf | None:
