@@ -9,6 +9,7 @@ only the module that declares its action (`plan` and `dirty`: `reading`, not the
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import sys
 from collections.abc import Sequence
@@ -108,6 +109,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if started is not None:
             started.cancel()
+        if argv is None:
+            # The process ends next. The interpreter's last collection would walk every object
+            # the command made (10 ms of a 200 MiB plan's 0.64 s): nothing of it needs one.
+            gc.freeze()
 
 
 def _run(words: list[str], started: SecondHalf | None) -> int:
