@@ -8,8 +8,9 @@ mapping is the page cache's own pages: on the 200 MiB benchmark transcript, read
 every line took 0.46 s of CPU instead of 0.56 s (benchmarks/README.md, "Figures: issue 26, the
 file mapped").
 
-The pages behind the reader are let go of (`MADV_DONTNEED`) every STEP bytes, so that the
-process holds no more of the file than a buffered reader did, however long a line is.
+The pages behind the reader are let go of (`MADV_DONTNEED`) every STEP bytes, and the mapping
+is kept out of huge pages, so that the process holds no more of the file than a buffered reader
+did (about a step each for the reader and the digest), however long a line is.
 
 A file is read as of the size it had when its scan started (Claude Code only appends). A mapped
 page past the end of a file cut shorter meanwhile cannot be read (the kernel stops the process
@@ -19,6 +20,7 @@ a file cut shorter is an OSError (`FileShrank`), as a failed read is.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import mmap
 import os
@@ -51,6 +53,11 @@ class _Mapping:
             self.mapped = mmap.mmap(fd, self.end, access=access, offset=self.base)
         except ValueError:  # mmap's own check: the file is shorter than the range
             raise FileShrank(os.fstat(fd).st_size, self.base + self.end) from None
+        # Pages, not huge pages: the kernel maps a file's large folio whole where it can, and
+        # holds it until all of it is let go of (the reader held 4 MiB, not 1; the chat of a
+        # million messages went over its 100 MiB). Not every kernel has them (then OSError).
+        with contextlib.suppress(OSError, AttributeError):
+            self.mapped.madvise(mmap.MADV_NOHUGEPAGE)
         self.released = 0
         self.checked = self.first
 
