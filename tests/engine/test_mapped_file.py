@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kael_thread_rebuild.transcript import mapped_file
+from kael_thread_rebuild.transcript import digest_turns, mapped_file
 from kael_thread_rebuild.transcript.mapped_file import FileShrank, mapped_chunks, mapped_lines
 from kael_thread_rebuild.transcript.reader import FileDigest
 
@@ -182,3 +182,24 @@ def test_a_digest_of_a_file_cut_shorter_fails(tmp_path: Path) -> None:
             FileDigest(fd, 4 * MIB).hexdigest()
     finally:
         os.close(fd)
+
+
+def test_the_gil_is_handed_over_often_while_a_digest_runs_and_as_usual_after(
+        tmp_path: Path) -> None:
+    """The reader holds the GIL nearly always; the digest thread beside it gets it every
+    millisecond, not every 5 (`digest_turns`), and only while one runs."""
+    path = tmp_path / "big.jsonl"
+    path.write_bytes(b"s" * (256 * MIB))
+    usual = 0.004
+    sys.setswitchinterval(usual)
+    try:
+        with path.open("rb") as handle:
+            short = FileDigest(handle.fileno(), MIB)
+            long = FileDigest(handle.fileno(), 256 * MIB, resumable=True)
+            assert sys.getswitchinterval() == digest_turns.DIGEST_SWITCH_INTERVAL
+            short.hexdigest()
+            assert sys.getswitchinterval() == digest_turns.DIGEST_SWITCH_INTERVAL
+            long.hexdigest()
+        assert sys.getswitchinterval() == usual
+    finally:
+        sys.setswitchinterval(0.005)

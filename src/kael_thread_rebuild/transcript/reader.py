@@ -17,6 +17,7 @@ from typing import Any, BinaryIO
 import orjson
 
 from . import scanner
+from .digest_turns import digest_ended, digest_started
 from .json_text import dumps_line, loads_line, loads_with_surrogates, text_bytes
 from .mapped_file import mapped_chunks, mapped_lines
 from .sha256_state import ResumableSha256
@@ -93,7 +94,12 @@ class FileDigest:
         self.checkpoints: list[tuple[int, bytes]] = []
         self._error: OSError | None = None
         self._thread = threading.Thread(target=self._run, name="sha256", daemon=True)
-        self._thread.start()
+        digest_started()
+        try:
+            self._thread.start()
+        except BaseException:
+            digest_ended()
+            raise
 
     def _run(self) -> None:
         done = self._start
@@ -108,6 +114,8 @@ class FileDigest:
                 self.checkpoints.append((done, self._digest.state()))
         except OSError as exc:
             self._error = exc
+        finally:
+            digest_ended()
 
     def hexdigest(self) -> str:
         self._thread.join()
