@@ -172,6 +172,31 @@ def test_a_file_cut_shorter_while_it_is_read_is_an_error_not_a_crash(tmp_path: P
     assert "refused: " in done.stdout and "cut to 1048576 bytes" in done.stdout
 
 
+# Address space for the interpreter as it is and 16 MiB more, then a 64 MiB range mapped.
+ADDRESS_SPACE_LIMITED = """
+import resource, sys
+from kael_thread_rebuild.transcript.mapped_file import mapped_lines
+size = next(int(line.split()[1]) for line in open("/proc/self/status")
+            if line.startswith("VmSize:")) * 1024
+resource.setrlimit(resource.RLIMIT_AS, (size + (16 << 20), resource.RLIM_INFINITY))
+with open(sys.argv[1], "rb") as handle:
+    try:
+        next(mapped_lines(handle.fileno(), 0, 64 << 20, 1 << 20))
+    except OSError as exc:
+        print("refused:", exc.strerror)
+"""
+
+
+def test_a_range_too_large_for_the_address_space_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "large.jsonl"
+    path.write_bytes((b"p" * 1023 + b"\n") * (64 * 1024))
+    done = subprocess.run([sys.executable, "-c", ADDRESS_SPACE_LIMITED, str(path)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "refused: no address space to map the 67108864 bytes" in done.stdout
+    assert "ulimit -v" in done.stdout
+
+
 def test_a_digest_of_a_file_cut_shorter_fails(tmp_path: Path) -> None:
     path = tmp_path / "cut.jsonl"
     path.write_bytes(b"r" * (4 * MIB))

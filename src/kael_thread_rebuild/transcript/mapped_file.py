@@ -53,6 +53,11 @@ class _Mapping:
             self.mapped = mmap.mmap(fd, self.end, access=access, offset=self.base)
         except ValueError:  # mmap's own check: the file is shorter than the range
             raise FileShrank(os.fstat(fd).st_size, self.base + self.end) from None
+        except OSError as exc:
+            if exc.errno != errno.ENOMEM:
+                raise
+            raise OSError(errno.ENOMEM, f"no address space to map the {self.end} bytes to read "
+                                        "(is it limited: ulimit -v, LimitAS=?)") from None
         # Pages, not huge pages: the kernel maps a file's large folio whole where it can, and
         # holds it until all of it is let go of (the reader held 4 MiB, not 1; the chat of a
         # million messages went over its 100 MiB). Not every kernel has them (then OSError).
