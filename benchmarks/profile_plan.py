@@ -73,7 +73,7 @@ def parse_only(path: Path) -> None:
 
 def read_only(path: Path) -> None:
     with path.open("rb", buffering=READ_BUFFER) as handle:
-        for _ in read_records(handle, 0, path.stat().st_size, ReadStats(),
+        for _ in read_records(handle.fileno(), 0, path.stat().st_size, ReadStats(),
                               settle=Classifier(NO_TOOLS).settle):
             pass
 
@@ -82,7 +82,7 @@ def classify_only(path: Path) -> None:
     read = Classifier(NO_TOOLS)
     tally: dict[str, int] = {}
     with path.open("rb", buffering=READ_BUFFER) as handle:
-        for line, record, size, offset in read_records(handle, 0, path.stat().st_size,
+        for line, record, size, offset in read_records(handle.fileno(), 0, path.stat().st_size,
                                                        ReadStats(), settle=read.settle):
             read.classify(line, record, size, offset, tally)
 

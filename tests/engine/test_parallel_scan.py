@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from kael_thread_rebuild.conversation import handoff as handoff_module
 from kael_thread_rebuild.conversation import scan as scan_module
 from kael_thread_rebuild.plan import build_plan
+from kael_thread_rebuild.transcript import reader as reader_module
 from tests.builder import TranscriptBuilder
 from tests.conftest import ConfigFactory
 
@@ -61,6 +67,100 @@ def test_split_read_equals_single_read(damage: str, make_config: ConfigFactory,
     assert single.report.source_sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
     if damage == "unreadable":
         assert single.report.unreadable_lines == [len(lines) * 3 // 4 + 1]
+
+
+@pytest.mark.usefixtures("single_threaded")
+@pytest.mark.parametrize("damage", ["none", "unreadable", "repeated_uuid", "torn_tail"])
+def test_the_end_of_the_childs_part_read_by_the_parent_gives_the_same_plan(
+        damage: str, make_config: ConfigFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The parent done first reads the end of the child's part (`handoff`): three parts, the
+    plan of a single reader, the damaged lines where they were."""
+    config = make_config()
+    b = _busy_session()
+    path = b.write(config.project_dir / f"{b.session_id}.jsonl")
+    lines = path.read_bytes().splitlines(keepends=True)
+    broken = len(lines) * 7 // 8
+    if damage == "unreadable":
+        lines.insert(broken, b"{broken\n")
+    elif damage == "repeated_uuid":
+        lines.append(lines[len(lines) // 4])
+    elif damage == "torn_tail":
+        lines.append(b'{"type":"user","message":{"content":"half')
+    path.write_bytes(b"".join(lines))
+    single = build_plan(config, path, parallel=False)
+
+    monkeypatch.setattr(scan_module, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(reader_module, "HANDOFF_STEP", 1)  # the child asks at every line
+    monkeypatch.setattr(handoff_module, "LEAST_HANDED_OVER", 1)
+    answer_first = handoff_module.ChildHandoff.end_at
+
+    def waiting(self: handoff_module.ChildHandoff, next_line: int, end: int) -> int:
+        """The child waits for the parent's request: a small file would be read before it."""
+        if self.requests is not None:
+            os.set_blocking(self.requests, True)
+        return answer_first(self, next_line, end)
+
+    monkeypatch.setattr(handoff_module.ChildHandoff, "end_at", waiting)
+    parts: list[tuple[int, int]] = []  # this process's parts (the child's is its own)
+    classify = scan_module._classify_range
+
+    def counted(fd: int, start: int, length: int, *rest: Any) -> Any:
+        parts.append((start, length))
+        return classify(fd, start, length, *rest)
+
+    monkeypatch.setattr(scan_module, "_classify_range", counted)
+    split = build_plan(config, path, parallel=True)
+    size = path.stat().st_size
+    (first, first_length), (taken, rest_length) = parts
+    assert first == 0 and first_length < taken < size and taken + rest_length == size
+    assert path.read_bytes()[taken - 1:taken] == b"\n"
+    assert split.report == single.report
+    assert [t.items for t in split.turns] == [t.items for t in single.turns]
+    if damage == "unreadable":
+        assert split.report.unreadable_lines == [broken + 1]
+
+
+@contextlib.contextmanager
+def _handoff(path: Path) -> Iterator[tuple[handoff_module.ChildHandoff, int, int]]:
+    """A child's side of a handoff over PATH, and the parent's ends (request, answer)."""
+    with path.open("rb") as handle:
+        pipes = handoff_module.Pipes.open()
+        child = handoff_module.ChildHandoff(handle.fileno(), pipes.request_read,
+                                            pipes.answer_write)
+        try:
+            yield child, pipes.request_write, pipes.answer_read
+        finally:
+            child.close()
+            os.close(pipes.request_write)
+            os.close(pipes.answer_read)
+
+
+def test_a_child_done_reading_keeps_its_part(tmp_path: Path) -> None:
+    """Asked once it has read all of its part, or with too little left, the child answers no,
+    and the parent reads nothing more."""
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b'{"a":1}\n' * 1000)
+    with _handoff(path) as (child, requests, answers):
+        assert child.end_at(0, 8000) == 8000  # nothing asked yet
+        child.close()
+        assert handoff_module.ask_for_rest(requests, answers) is None
+    with _handoff(path) as (child, requests, answers):
+        os.write(requests, b"?")
+        assert child.end_at(7992, 8000) == 8000  # one line left: not worth a second reader
+        assert os.read(answers, 8) == bytes(8)
+
+
+def test_the_child_hands_over_from_a_line_start_about_halfway(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(handoff_module, "LEAST_HANDED_OVER", 1000)
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b'{"a":1}\n' * 1000)
+    with _handoff(path) as (child, requests, answers):
+        os.write(requests, b"?")
+        assert child.end_at(4003, 8000) == 6008  # the next line start
+        assert int.from_bytes(os.read(answers, 8), "little") == 6008
+        assert child.end_at(5000, 6008) == 6008  # one request, one answer
+        assert handoff_module.ask_for_rest(requests, answers) is None
 
 
 def test_split_point_is_a_line_boundary(tmp_path: Path) -> None:

@@ -203,7 +203,7 @@ def _plan(config: Config, path: Path) -> tuple[dict[str, Any], list[tuple[str, s
 
 def _classified(path: Path) -> tuple[Any, ...]:
     with path.open("rb") as handle:
-        read, tally, stats = scan_module._classify_range(handle, 0, path.stat().st_size,
+        read, tally, stats = scan_module._classify_range(handle.fileno(), 0, path.stat().st_size,
                                                          SpeechRules())
     return (tally, stats, pickle.dumps(read.table), pickle.dumps(read.speech),
             read.snapshot_texts, read.markers, read.impossible_lines, read.model, read.version,
@@ -249,7 +249,7 @@ def test_records_through_the_scanner_are_the_lines(
 
             with path.open("rb") as handle:
                 for line, record, size, _ in reader.read_records(
-                        handle, 0, path.stat().st_size, stats, settle=count):
+                        handle.fileno(), 0, path.stat().st_size, stats, settle=count):
                     assert size == len(lines[line - 1])
                     assert skeleton.materialize(record) == loads_line(lines[line - 1])
             assert (skeletal > 0) == (name == "compiled"), (name, path.name)

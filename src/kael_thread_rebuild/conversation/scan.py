@@ -1,8 +1,9 @@
 """One pass over a transcript: every record classified, runtime bytes tallied, file digested.
 
-A large file is split at a line boundary and its second half read by a forked child on the
-other core, so that the plan costs little more than parsing the file once; the SHA-256 is
-taken by a thread over the same bytes. Everything is read as of the size the file had when
+A large file is split at a line boundary and its later part read by a forked child on the
+other core, so that the plan costs little more than parsing the file once; this process, done
+with its part first, reads the end of the child's too (`handoff`). The SHA-256 is taken by a
+thread over the same bytes. Everything is read as of the size the file had when
 the scan started: a record appended meanwhile belongs to the next scan.
 """
 
@@ -20,8 +21,9 @@ from pathlib import Path
 from typing import BinaryIO, cast
 
 from ..errors import InputError
-from ..transcript.reader import READ_BUFFER, FileDigest, ReadStats, read_records
+from ..transcript.reader import READ_BUFFER, FileDigest, Handoff, ReadStats, read_records
 from .array_pickle import dump_arrays
+from .handoff import ChildHandoff, Pipes, ask_for_rest
 from .heap import map_large_blocks
 from .records import Classifier, SpeechRules
 
@@ -49,15 +51,18 @@ class Scan:
 AfterScan = Callable[[int, Scan, FileDigest], None]
 
 
-def _classify_range(handle: BinaryIO, start: int, length: int,
-                    rules: SpeechRules) -> tuple[Classifier, dict[str, int], ReadStats]:
+Part = tuple[Classifier, dict[str, int], ReadStats]
+
+
+def _classify_range(fd: int, start: int, length: int, rules: SpeechRules,
+                    handoff: Handoff | None = None) -> Part:
     map_large_blocks()
     read = Classifier(rules, from_start=start == 0)
     tally: dict[str, int] = {}
     stats = ReadStats()
     classify = read.classify
-    for line, record, size, offset in read_records(handle, start, length, stats,
-                                                   settle=read.settle):
+    for line, record, size, offset in read_records(fd, start, length, stats,
+                                                   settle=read.settle, handoff=handoff):
         classify(line, record, size, offset, tally)
     return read, tally, stats
 
@@ -99,21 +104,30 @@ def _read_child(reader: int) -> object:
 
 
 def _second_half(path: Path, fd: int, start: int, size: int,
-                 rules: SpeechRules) -> tuple[int, int]:
-    """Fork a child that classifies [START, SIZE) and pipes back the pickled result.
+                 rules: SpeechRules) -> tuple[int, int, tuple[int, int]]:
+    """Fork a child that classifies [START, SIZE) and pipes back the pickled result, and hands
+    the end of its range over when asked (`handoff`): its pid, the result pipe, and the
+    parent's ends of the handoff's pipes.
 
     The child opens the file the parent has open (through /proc, so a rename in between cannot
     swap it) with its own offset.
     """
     reader, writer = os.pipe()
+    pipes = Pipes.open()
     same_file = Path(f"/proc/self/fd/{fd}")
     pid = os.fork()
     if pid == 0:  # the child: never returns
         code = 0
         try:
             os.close(reader)
+            requests, answers = pipes.child_side()
             with same_file.open("rb", buffering=READ_BUFFER) as handle:
-                result: object = _classify_range(handle, start, size - start, rules)
+                handoff = ChildHandoff(handle.fileno(), requests, answers)
+                try:
+                    result: object = _classify_range(handle.fileno(), start, size - start,
+                                                     rules, handoff)
+                finally:
+                    handoff.close()  # before the result fills the pipe: see `handoff`
         except BaseException as exc:
             result = OSError(str(exc))
             code = 1
@@ -124,7 +138,7 @@ def _second_half(path: Path, fd: int, start: int, size: int,
             code = 1
         os._exit(code)
     os.close(writer)
-    return pid, reader
+    return pid, reader, pipes.parent_side()
 
 
 @dataclass(slots=True)
@@ -138,9 +152,24 @@ class SecondHalf:
     start: int
     pid: int
     reader: int
+    handoff: tuple[int, int]
     finished: bool = False
 
-    def collect(self) -> tuple[Classifier, dict[str, int], ReadStats]:
+    def take_rest(self) -> int | None:
+        """Where this process reads on from to the end, the child having stopped there; None
+        when the child keeps its whole range (see `handoff`)."""
+        try:
+            return ask_for_rest(*self.handoff)
+        finally:
+            self._close_handoff()
+
+    def _close_handoff(self) -> None:
+        for end in self.handoff:
+            with contextlib.suppress(OSError):
+                os.close(end)
+        self.handoff = (-1, -1)
+
+    def collect(self) -> Part:
         later: object
         try:
             later = _read_child(self.reader)
@@ -148,9 +177,10 @@ class SecondHalf:
             later = OSError(f"the reader of the second part stopped: {exc}")
         os.waitpid(self.pid, 0)
         self.finished = True
+        self._close_handoff()
         if isinstance(later, BaseException):
             raise InputError(f"cannot read {self.path}: {later}")
-        return cast(tuple[Classifier, dict[str, int], ReadStats], later)
+        return cast(Part, later)
 
     def cancel(self) -> None:
         """Stop the child and let go of the file (the plan was not made after all)."""
@@ -163,12 +193,13 @@ class SecondHalf:
             os.waitpid(self.pid, 0)
         with contextlib.suppress(OSError):
             os.close(self.reader)
+        self._close_handoff()
         self.handle.close()
 
 
-def _join(scanned: Scan, started: SecondHalf) -> None:
-    """Add what the child read of the part after SCANNED's to it."""
-    later_read, later_tally, later_stats = started.collect()
+def _append(scanned: Scan, later: Part) -> None:
+    """Add to SCANNED what was read of the part right after its own."""
+    later_read, later_tally, later_stats = later
     scanned.read.absorb(later_read, scanned.stats.lines)
     tally = scanned.tally
     for category, amount in later_tally.items():
@@ -195,26 +226,33 @@ def start_second_half(path: Path, rules: SpeechRules, *, parallel: bool | None =
         return None
     if before_fork is not None:
         before_fork()
-    pid, reader = _second_half(path, handle.fileno(), split, size, rules)
-    return SecondHalf(path.resolve(), rules, handle, size, split, pid, reader)
+    pid, reader, handoff = _second_half(path, handle.fileno(), split, size, rules)
+    return SecondHalf(path.resolve(), rules, handle, size, split, pid, reader, handoff)
 
 
-def _classified(path: Path, handle: BinaryIO, size: int, split: int | None,
+def _classified(path: Path, fd: int, size: int, split: int | None,
                 rules: SpeechRules, started: SecondHalf | None) -> Scan:
-    """The records of PATH classified: up to SPLIT here, the rest by STARTED; read again whole
-    when the second part took an answer for one that was not (see `Classifier.absorb`)."""
+    """The records of PATH classified: up to SPLIT here, the rest by STARTED (its end read here
+    too when this part is done first: `handoff`); read again whole when a later part took an
+    answer for one that was not (see `Classifier.absorb`)."""
+    rest: Part | None = None
     try:
-        read, tally, stats = _classify_range(handle, 0, split or size, rules)
+        read, tally, stats = _classify_range(fd, 0, split or size, rules)
+        taken = started.take_rest() if started is not None else None
+        if taken is not None:
+            rest = _classify_range(fd, taken, size - taken, rules)
     except OSError as exc:
         if started is not None:
             started.cancel()
         raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
     scanned = Scan(read, stats, "", tally)
     if started is not None:
-        _join(scanned, started)
+        _append(scanned, started.collect())
+    if rest is not None:
+        _append(scanned, rest)
     if scanned.read.misread_answers:
         try:
-            read, tally, stats = _classify_range(handle, 0, size, rules)
+            read, tally, stats = _classify_range(fd, 0, size, rules)
         except OSError as exc:
             raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
         scanned = Scan(read, stats, "", tally)
@@ -242,7 +280,7 @@ def scan(path: Path, rules: SpeechRules, *, parallel: bool | None = None,
         size, split = os.fstat(handle.fileno()).st_size, None
     with handle:
         digest = FileDigest(handle.fileno(), size, resumable=resumable)
-        scanned = _classified(path, handle, size, split, rules, started)
+        scanned = _classified(path, handle.fileno(), size, split, rules, started)
         scanned.sha256 = digest.hexdigest()
         if then is not None:
             then(handle.fileno(), scanned, digest)

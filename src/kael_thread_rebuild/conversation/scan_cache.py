@@ -286,7 +286,7 @@ def _resume(path: Path, rules: SpeechRules, entry: Path) -> Scan | None:
                             resumable=True)
         read, tally, stats = state.read, state.tally, state.stats
         later = ReadStats()
-        for line, record, length, offset in read_records(handle, state.read_to,
+        for line, record, length, offset in read_records(fd, state.read_to,
                                                          size - state.read_to, later,
                                                          settle=read.settle):
             read.classify(line + stats.lines, record, length, offset, tally)

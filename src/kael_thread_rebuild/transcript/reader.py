@@ -12,7 +12,7 @@ import os
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO
+from typing import Any, Protocol
 
 import orjson
 
@@ -23,10 +23,12 @@ from .mapped_file import mapped_chunks, mapped_lines
 from .sha256_state import ResumableSha256
 from .skeleton import loads_long_line, loads_skeleton, new_mark
 
-__all__ = ["FileDigest", "ReadStats", "dumps_line", "loads_line", "read_line", "read_records",
-           "text_bytes"]
+__all__ = ["FileDigest", "Handoff", "ReadStats", "dumps_line", "loads_line", "read_line",
+           "read_records", "text_bytes"]
 
 READ_BUFFER = 1 << 20
+# How often a range that another reader may take over asks whether it should stop sooner.
+HANDOFF_STEP = 1 << 20
 # A line longer than this is measured before it is read, and read by its offset without
 # decoding its long strings (see `mapped_lines`, `skeleton`).
 LONG_LINE = 8 << 20
@@ -148,11 +150,21 @@ def _read_exactly(fd: int, size: int, offset: int) -> bytes | bytearray:
     return whole
 
 
-def read_records(handle: BinaryIO, start: int, length: int, stats: ReadStats, *,
-                 settle: Callable[[dict[str, Any]], None],
+class Handoff(Protocol):
+    """Another reader that may take over the end of a range while it is read."""
+
+    def end_at(self, next_line: int, end: int) -> int:
+        """Where the range now ends: END, or a line start between NEXT_LINE (the offset of the
+        line about to be read) and END from which the other reader reads the rest."""
+
+
+def read_records(fd: int, start: int, length: int, stats: ReadStats, *,
+                 settle: Callable[[dict[str, Any]], None], handoff: Handoff | None = None,
                  ) -> Iterator[tuple[int, dict[str, Any], int, int]]:
     """Yield (line number, record, line size, line offset) for the JSON-object lines in the
-    LENGTH bytes of HANDLE from offset START. Line numbers count from 1 at START.
+    LENGTH bytes of the file open as FD from offset START. Line numbers count from 1 at START.
+    HANDOFF: asked about every HANDOFF_STEP bytes whether the range ends sooner (see
+    `Handoff`); the lines from there on are not read.
 
     A long string value may be left undecoded, a `skeleton.BigText` (a line longer than
     LONG_LINE; with the compiled engine, any string value of SKIP_LEAST bytes or more, see
@@ -166,13 +178,23 @@ def read_records(handle: BinaryIO, start: int, length: int, stats: ReadStats, *,
     """
     loads = orjson.loads
     decode_error = orjson.JSONDecodeError
-    fd = handle.fileno()
     skip_above = SCAN_ABOVE if engine() == "compiled" else LONG_LINE
     mark = new_mark()
     line_no = 0
     consumed = 0
+    end = start + length
+    # One comparison a line: past CHECK_AT, the range may have ended or the handoff is asked.
+    check_at = start + HANDOFF_STEP if handoff is not None else end
     try:
         for offset, size, view, complete in mapped_lines(fd, start, length, LONG_LINE):
+            if offset >= check_at:
+                if offset >= end:
+                    break
+                if handoff is not None:
+                    end = handoff.end_at(offset, end)
+                check_at = min(offset + HANDOFF_STEP, end)
+                if offset >= end:
+                    break
             line_no += 1
             consumed += size
             if not complete:
