@@ -90,9 +90,10 @@ class ResumableSha256:
     def update(self, data: bytes | memoryview) -> None:
         """Go on over DATA (a memoryview must be of a writable buffer: ctypes takes its
         address from it, without a copy)."""
-        if isinstance(data, memoryview):
-            data = (ctypes.c_char * len(data)).from_buffer(data)  # type: ignore[assignment]
-        self._lib.SHA256_Update(self._ctx, data, len(data))
+        size = len(data)
+        buffer = (ctypes.c_char * size).from_buffer(data) if isinstance(data, memoryview) \
+            else data
+        self._lib.SHA256_Update(self._ctx, buffer, size)
 
     def state(self) -> bytes:
         return bytes(self._ctx.raw)
