@@ -156,21 +156,24 @@ class _Walk:
         return self._main
 
     def run(self, leaf: int) -> None:
-        table, visited, path = self.table, self.visited, self.path
+        # The row sets' bytes and the table's methods as locals: once a record, for every
+        # record of the branch.
+        table, visited, append = self.table, self.visited.flags, self.path.append
+        flags, parent_of = table.flags, table.parent_of
         current: int | None = leaf
         while current is not None:
-            if current in visited:
+            if visited[current]:
                 self.cycle_at = table.lines[current]
                 return
-            visited.add(current)
-            path.append(current)
-            if table.flags[current] & BOUNDARY:
+            visited[current] = 1
+            append(current)
+            if flags[current] & BOUNDARY:
                 current = self._across_boundary(current)
                 continue
-            parent = table.parent_of(current)
+            parent = parent_of(current)
             if parent == NO_PARENT:
                 return
-            if parent is None or table.flags[parent] & SIDECHAIN:
+            if parent is None or flags[parent] & SIDECHAIN:
                 parent = self._bridged(current)
             current = parent
 
@@ -197,14 +200,15 @@ def _with_parallel_siblings(table: RecordTable, path: array[int],
     """Add off-path records of on-path API messages; each message's records in file order."""
     if not _any_off_path(table, path, on_path):
         return path
-    kinds = table.kinds
+    kinds, shares_message, message_first = table.kinds, table.shares_message, table.message_first
     ordered = array("i")
+    append = ordered.append
     placed = bytearray(len(table))  # by the first row of each message
     for row in path:
-        if kinds[row] != ASSISTANT or not table.shares_message(row):
-            ordered.append(row)
+        if kinds[row] != ASSISTANT or not shares_message(row):
+            append(row)
             continue
-        first = table.message_first(row)
+        first = message_first(row)
         if not placed[first]:
             placed[first] = 1
             ordered.extend(_grouped(table, first))
@@ -244,17 +248,18 @@ def _grouped(table: RecordTable, row: int) -> list[int]:
 def _any_off_path(table: RecordTable, path: array[int], on_path: RowSet) -> bool:
     """Whether an on-path API message of several records has one of them off the path (its
     groups are made again when they are placed, never all kept at once)."""
-    kinds = table.kinds
+    kinds, shares_message, message_first = table.kinds, table.shares_message, table.message_first
+    placed = on_path.flags
     seen: bytearray | None = None  # by the first row of each message, once one is met
     for row in path:
-        if kinds[row] != ASSISTANT or not table.shares_message(row):
+        if kinds[row] != ASSISTANT or not shares_message(row):
             continue
-        first = table.message_first(row)
+        first = message_first(row)
         seen = seen or bytearray(len(table))
         if seen[first]:
             continue
         seen[first] = 1
-        if any(r not in on_path for r in _grouped(table, first)):
+        if not all(placed[r] for r in _grouped(table, first)):
             return True
     return False
 

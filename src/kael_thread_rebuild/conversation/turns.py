@@ -173,22 +173,30 @@ def build_turns(rows: Sequence[int], table: RecordTable, store: SpeechStore) -> 
     order = IdentityArray()
     middles, ends = array("i"), array("i")
     leading = 0
-    kinds = store.kinds
+    kinds, index_of, item_range, place = store.kinds, store.index_of, store.item_range, order.append
+    # The open turn's ends, as locals (once an item, for every item): [start, middle) its
+    # user's items, [middle, end) its assistant's; written out when the next turn starts.
+    middle = end = -1
     for row in rows:
-        index = store.index_of(row)
+        index = index_of(row)
         if index < 0:
             continue
-        for item in store.item_range(index):
+        for item in item_range(index):
             if kinds[item] >> 4 == USER_ROLE:
-                if not ends or middles[-1] != ends[-1]:
-                    middles.append(len(order))
-                    ends.append(len(order))
-                order.append(item)
-                middles[-1] += 1
-                ends[-1] += 1
-            elif ends:
-                order.append(item)
-                ends[-1] += 1
+                if middle != end or end < 0:
+                    if end >= 0:
+                        middles.append(middle)
+                        ends.append(end)
+                    middle = end = len(order)
+                place(item)
+                middle += 1
+                end += 1
+            elif end >= 0:
+                place(item)
+                end += 1
             else:
                 leading += 1
+    if end >= 0:
+        middles.append(middle)
+        ends.append(end)
     return Turns(TurnList(BranchItems(table, store, order), middles, ends), leading)
