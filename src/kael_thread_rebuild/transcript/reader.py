@@ -30,8 +30,11 @@ READ_BUFFER = 1 << 20
 # How often a range that another reader may take over asks whether it should stop sooner.
 HANDOFF_STEP = 1 << 20
 # A line longer than this is measured before it is read, and read by its offset without
-# decoding its long strings (see `mapped_lines`, `skeleton`).
-LONG_LINE = 8 << 20
+# decoding its long strings (see `mapped_lines`, `skeleton`). Parsed whole, a line of a few MiB
+# is held three times for a moment (its bytes, its text, the text's UTF-8 to measure it): at
+# 8 MiB, a generated 1 GiB plan peaked 15 MiB higher, and was no faster (benchmarks/README.md,
+# "Figures: issue 26, the end of the child's part").
+LONG_LINE = 2 << 20
 # The compiled engine leaves every string value of at least this many bytes undecoded (a
 # `skeleton.BigText`), in a line longer than SCAN_ABOVE (a shorter line rarely holds one, and
 # would be read twice: scanned, then parsed whole); see benchmarks/README.md, "The payload
