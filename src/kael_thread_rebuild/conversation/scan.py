@@ -28,6 +28,11 @@ from .heap import map_large_blocks
 from .records import Classifier, SpeechRules
 
 PARALLEL_MIN_BYTES = 64 << 20
+# The part of a forked scan this process reads. It also digests the whole file (a thread:
+# about a fifth of the CPU that reading every line takes), so it takes less than half; a little
+# less still, so that it is done first: then it reads the end of the child's part too
+# (`handoff`), however the machine shares its cores between them.
+PARENT_SHARE = 0.38
 SPLIT_PROBE_BYTES = 1 << 20
 # A file of very many chain records is read by one process: a forked reader's table and its
 # trip through the pipe would hold them twice (a million-message chat: 200 MiB more). Records,
@@ -208,7 +213,7 @@ def _append(scanned: Scan, later: Part) -> None:
 
 
 def start_second_half(path: Path, rules: SpeechRules, *, parallel: bool | None = None,
-                      fraction: float = 0.5,
+                      fraction: float = PARENT_SHARE,
                       before_fork: Callable[[], object] | None = None) -> SecondHalf | None:
     """Fork a child for the part of PATH after FRACTION, when the file is large enough and
     forking is safe; None otherwise (or when the file cannot be opened: `scan` reports it).

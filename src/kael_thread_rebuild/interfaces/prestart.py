@@ -22,7 +22,7 @@ from typing import Any
 from ..checked_config import recall
 from ..conversation.heap import keep_freed_heap
 from ..conversation.records import SpeechRules
-from ..conversation.scan import SecondHalf, start_second_half
+from ..conversation.scan import PARENT_SHARE, SecondHalf, start_second_half
 from ..conversation.scan_cache import will_take_up
 from ..defaults import DEFAULT_ANSWER_TOOLS, DEFAULT_SPEECH_TOOLS
 from ..errors import KaelError
@@ -32,11 +32,6 @@ from ..state_layout import peeked_state_dir, read_config_file, scan_cache_in
 
 READING_COMMANDS = frozenset({"plan", "dirty", "candidate"})
 CACHED_COMMANDS = frozenset({"plan", "dirty"})  # `candidate` always reads the whole file
-# This process also digests the whole file (a thread: about a fifth of the CPU that reading
-# every line takes), so it reads less than half when both start together; it takes a little
-# less still, so that it is done first: then it reads the end of the child's part too
-# (`conversation.handoff`), however the machine shares its cores between them.
-PARENT_SHARE = 0.38
 # The child starts ahead of this process by its imports: about 0.15 s when it validates the
 # config (pydantic), less from a checked config (`checked_config`), worth about this many bytes
 # of reading. The child takes that much more.
