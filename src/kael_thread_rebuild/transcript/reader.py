@@ -191,11 +191,7 @@ def read_records(fd: int, start: int, length: int, stats: ReadStats, *,
     try:
         for offset, size, view, complete in mapped_lines(fd, start, length, LONG_LINE):
             if offset >= check_at:
-                if offset >= end:
-                    break
-                if handoff is not None:
-                    end = handoff.end_at(offset, end)
-                check_at = min(offset + HANDOFF_STEP, end)
+                end, check_at = _next_check(offset, end, handoff)
                 if offset >= end:
                     break
             line_no += 1
@@ -233,6 +229,14 @@ def read_records(fd: int, start: int, length: int, stats: ReadStats, *,
     finally:
         stats.lines = line_no
         stats.bytes_read = consumed
+
+
+def _next_check(offset: int, end: int, handoff: Handoff | None) -> tuple[int, int]:
+    """At OFFSET, past the last check: where the range ends now (HANDOFF asked, while there is
+    more to read) and where the next check is."""
+    if handoff is not None and offset < end:
+        end = handoff.end_at(offset, end)
+    return end, min(offset + HANDOFF_STEP, end)
 
 
 def _loads_scanned(raw: bytes | bytearray | memoryview, fd: int, offset: int,
