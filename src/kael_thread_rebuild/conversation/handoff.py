@@ -17,9 +17,10 @@ import contextlib
 import os
 from dataclasses import dataclass
 
+from ..transcript.reader import next_line_start
+
 # Less than this left to read is not worth a second reader (a classifier more to absorb).
 LEAST_HANDED_OVER = 4 << 20
-_PROBE = 1 << 16
 _ANSWER = 8
 
 
@@ -76,17 +77,9 @@ class ChildHandoff:
     def _cut(self, next_line: int, end: int) -> int | None:
         """The first line start at or past the middle of [NEXT_LINE, END), if the part after
         it is worth handing over."""
-        position = next_line + (end - next_line) // 2 - 1  # a newline here: the middle
-        while position < end - LEAST_HANDED_OVER:
-            probe = os.pread(self.fd, min(_PROBE, end - position), position)
-            if not probe:
-                return None
-            newline = probe.find(b"\n")
-            if newline >= 0:
-                cut = position + newline + 1
-                return cut if cut < end and end - cut >= LEAST_HANDED_OVER else None
-            position += len(probe)
-        return None
+        middle = next_line + (end - next_line) // 2
+        cut = next_line_start(self.fd, middle - 1, end)  # a newline before it: the middle
+        return cut if cut is not None and cut < end and end - cut >= LEAST_HANDED_OVER else None
 
     def close(self) -> None:
         """Answer no more (the parent's request, if any, then reads an end of file)."""

@@ -21,7 +21,14 @@ from pathlib import Path
 from typing import BinaryIO, cast
 
 from ..errors import InputError
-from ..transcript.reader import READ_BUFFER, FileDigest, Handoff, ReadStats, read_records
+from ..transcript.reader import (
+    READ_BUFFER,
+    FileDigest,
+    Handoff,
+    ReadStats,
+    next_line_start,
+    read_records,
+)
 from .array_pickle import dump_arrays
 from .handoff import ChildHandoff, Pipes, ask_for_rest
 from .heap import map_large_blocks
@@ -33,7 +40,6 @@ PARALLEL_MIN_BYTES = 64 << 20
 # less still, so that it is done first: then it reads the end of the child's part too
 # (`handoff`), however the machine shares its cores between them.
 PARENT_SHARE = 0.38
-SPLIT_PROBE_BYTES = 1 << 20
 # A file of very many chain records is read by one process: a forked reader's table and its
 # trip through the pipe would hold them twice (a million-message chat: 200 MiB more). Records,
 # not lines: a line without a uuid (the bookkeeping of most of a session's lines) costs the
@@ -74,16 +80,8 @@ def _classify_range(fd: int, start: int, length: int, rules: SpeechRules,
 
 def _split_point(handle: BinaryIO, size: int, fraction: float = 0.5) -> int | None:
     """The offset just after the first newline at or past FRACTION of the file, if any."""
-    middle = int(size * fraction)
-    handle.seek(middle)
-    probe = handle.read(SPLIT_PROBE_BYTES)
-    while probe:
-        newline = probe.find(b"\n")
-        if newline >= 0:
-            point = handle.tell() - len(probe) + newline + 1
-            return point if point < size else None
-        probe = handle.read(SPLIT_PROBE_BYTES)
-    return None
+    point = next_line_start(handle.fileno(), int(size * fraction), size)
+    return point if point is not None and point < size else None
 
 
 def _too_many_records(handle: BinaryIO, size: int) -> bool:

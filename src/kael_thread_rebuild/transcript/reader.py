@@ -23,8 +23,8 @@ from .mapped_file import mapped_chunks, mapped_lines
 from .sha256_state import ResumableSha256
 from .skeleton import loads_long_line, loads_skeleton, new_mark
 
-__all__ = ["FileDigest", "Handoff", "ReadStats", "dumps_line", "loads_line", "read_line",
-           "read_records", "text_bytes"]
+__all__ = ["FileDigest", "Handoff", "ReadStats", "dumps_line", "loads_line", "next_line_start",
+           "read_line", "read_records", "text_bytes"]
 
 READ_BUFFER = 1 << 20
 # How often a range that another reader may take over asks whether it should stop sooner.
@@ -229,6 +229,20 @@ def read_records(fd: int, start: int, length: int, stats: ReadStats, *,
     finally:
         stats.lines = line_no
         stats.bytes_read = consumed
+
+
+def next_line_start(fd: int, position: int, limit: int) -> int | None:
+    """The offset just after the first newline at or past POSITION and before LIMIT in the file
+    open as FD, if there is one."""
+    while position < limit:
+        probe = os.pread(fd, min(READ_BUFFER, limit - position), position)
+        if not probe:
+            return None
+        newline = probe.find(b"\n")
+        if newline >= 0:
+            return position + newline + 1
+        position += len(probe)
+    return None
 
 
 def _next_check(offset: int, end: int, handoff: Handoff | None) -> tuple[int, int]:
