@@ -98,9 +98,9 @@ def test_a_split_read_equals_a_single_read_wherever_it_splits(
     reads: list[int] = []
     classify = scan_module._classify_range
 
-    def counted(*args: Any) -> Any:
+    def counted(*args: Any, **named: Any) -> Any:
         reads.append(args[1])
-        return classify(*args)
+        return classify(*args, **named)
 
     monkeypatch.setattr(scan_module, "_classify_range", counted)
     for start in [*results, calls[0], calls[-1]]:

@@ -8,6 +8,7 @@ from array import array
 
 import pytest
 
+from kael_thread_rebuild.conversation import interner as interner_module
 from kael_thread_rebuild.conversation.arrays import (
     IdentityArray,
     TimeArray,
@@ -228,6 +229,7 @@ def test_an_interner_takes_in_another_as_adding_its_keys_one_by_one_would() -> N
     """How the table of a forked reader's half is joined: the codes here of the other's keys,
     the keys both have keeping their code, the table grown once, fixed widths or not."""
     for width, later_keys in ((4, [b"efgh", b"ijkl", b"abcd", b"mnop"]),
+                              (4, [b"ijkl", b"mnop"]),  # none in common: appended whole
                               (0, [b"efgh", b"a longer key", b"abcd"])):
         here, one_by_one, later = Interner(width), Interner(width), Interner(width)
         for key in (b"abcd", b"efgh"):
@@ -246,10 +248,44 @@ def test_an_interner_takes_in_another_as_adding_its_keys_one_by_one_would() -> N
     slots_before = len(many.slots)
     assert list(many.add_all(more)) == list(range(30_000))
     assert 3 * len(many) <= 2 * len(many.slots) and len(many.slots) > slots_before
+    assert all(many.find(n.to_bytes(4, "big")) == n for n in range(0, 30_000, 7))
     released = Interner(4)
     released.add(b"abcd")
     released.release()
     assert list(released.add_all(more))[:2] == [1, 2] and released.find(b"abcd") == 0
+
+
+def test_an_interner_made_for_its_keys_at_once_finds_them_as_one_grown_step_by_step() -> None:
+    """A forked scan makes its tables for the records it expects (`RecordTable.reserve`)."""
+    keys = [n.to_bytes(4, "big") for n in range(5_000)]
+    grown, reserved = Interner(4), Interner(4)
+    reserved.reserve(len(keys))
+    slots = len(reserved.slots)
+    assert [grown.add(key) for key in keys] == [reserved.add(key) for key in keys]
+    assert len(reserved.slots) == slots == len(grown.slots)  # no step on the way
+    reserved.reserve(10)  # never smaller
+    assert len(reserved.slots) == slots and reserved.find(keys[-1]) == len(keys) - 1
+
+
+def test_an_interner_past_the_codes_its_hash_tags_leave_room_for_goes_on_untagged(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Slots hold a tag of the key's hash above the code while the codes fit (2**24 of them;
+    here 2**4): the key past that has the table made again without tags, the codes kept."""
+    monkeypatch.setattr(interner_module, "TAG_SHIFT", 4)
+    keys = [n.to_bytes(4, "big") for n in range(100)]
+    interner = Interner(4)
+    assert [interner.add(key) for key in keys[:16]] == list(range(16)) and interner.tagged
+    assert [interner.add(key) for key in keys] == list(range(100)) and not interner.tagged
+    assert [interner.find(key) for key in reversed(keys)] == list(range(99, -1, -1))
+    assert interner.find(b"nope") == EMPTY
+    copy = pickle.loads(pickle.dumps(interner))
+    assert not copy.tagged and copy.find(keys[42]) == 42
+    small, more = Interner(4), Interner(4)
+    small.add(keys[0])
+    for key in keys[1:30]:
+        more.add(key)
+    assert list(small.add_all(more)) == list(range(1, 30)) and not small.tagged
+    assert [small.find(key) for key in keys[:30]] == list(range(30))
 
 
 def test_speech_lines_that_follow_each_other_keep_no_sizes() -> None:

@@ -104,9 +104,9 @@ def test_the_end_of_the_childs_part_read_by_the_parent_gives_the_same_plan(
     parts: list[tuple[int, int]] = []  # this process's parts (the child's is its own)
     classify = scan_module._classify_range
 
-    def counted(fd: int, start: int, length: int, *rest: Any) -> Any:
+    def counted(fd: int, start: int, length: int, *rest: Any, **named: Any) -> Any:
         parts.append((start, length))
-        return classify(fd, start, length, *rest)
+        return classify(fd, start, length, *rest, **named)
 
     monkeypatch.setattr(scan_module, "_classify_range", counted)
     split = build_plan(config, path, parallel=True)

@@ -8,7 +8,9 @@ most two thirds full, grown by half: a table twice as big as its keys would be t
 array of a million-message scan). The hash is
 CRC-32, the same in every process (Python's `hash` of bytes is salted per interpreter), so the
 table travels with the keys (a forked reader's pipe, the scan cache) and is never rebuilt on the
-other side.
+other side. While there are fewer than 2**24 keys, a slot also holds seven more bits of its key's
+hash above the code (`TAG_SHIFT`): a probe that meets another key then costs an integer compare,
+not a comparison of the keys' bytes (a uuid's probe met three keys on average).
 """
 
 from __future__ import annotations
@@ -16,12 +18,18 @@ from __future__ import annotations
 import struct
 from array import array
 from collections.abc import Iterator
+from operator import itemgetter
+from typing import Final
 from zlib import crc32
 
 from .arrays import append_wide
 
 EMPTY = -1
 _MIN_SLOTS = 1 << 10
+# Slots hold TAG << TAG_SHIFT | code while codes fit below it (`Interner.tagged`), the tag being
+# the hash's top seven bits (a table of fewer than 2**25 slots indexes by the ones below).
+TAG_SHIFT = 24
+_TAG_FROM: Final = 25
 
 
 def _slots_for(keys: int, size: int) -> int:
@@ -38,13 +46,14 @@ class Interner:
     and no offsets are kept; the first key of another length makes them real (`ends`).
     """
 
-    __slots__ = ("blob", "count", "ends", "slots", "width")
+    __slots__ = ("blob", "count", "ends", "slots", "tagged", "width")
 
     def __init__(self, width: int = 0) -> None:
         self.blob = bytearray()
         self.width = width
         self.count = 0
         self.ends: array[int] | None = None if width else array("i", [0])  # 64-bit past 2 GiB
+        self.tagged = True
         self.slots = array("i", [EMPTY]) * _MIN_SLOTS
 
     def __len__(self) -> int:
@@ -59,7 +68,7 @@ class Interner:
     def keys(self) -> Iterator[bytes]:
         """Every key, in the order of their codes (the blob must not grow meanwhile)."""
         if self.ends is None:
-            return (key for (key,) in struct.iter_unpack(f"{self.width}s", self.blob))
+            return map(_first, struct.iter_unpack(f"{self.width}s", self.blob))
         ends, blob = self.ends, self.blob
         return (bytes(blob[ends[code]:ends[code + 1]]) for code in range(self.count))
 
@@ -67,17 +76,17 @@ class Interner:
         """KEY's code, or EMPTY when it was never added."""
         if not self.slots:
             self._restore()
-        return self.slots[self._probe(key)]
+        return self._code(self.slots[self._probe(key, crc32(key))])
 
     def add(self, key: bytes) -> int:
         """KEY's code, numbering it when it is new."""
         if not self.slots:
             self._restore()
-        slot = self._probe(key)
+        hashed = crc32(key)
+        slot = self._probe(key, hashed)
         slots = self.slots
-        code = slots[slot]
-        if code != EMPTY:
-            return code
+        if slots[slot] != EMPTY:
+            return self._code(slots[slot])
         code = self.count
         if self.ends is None and len(key) != self.width:
             self.ends = array("q", range(0, (code + 1) * self.width, self.width))
@@ -85,43 +94,83 @@ class Interner:
         if self.ends is not None:
             self.ends = append_wide(self.ends, len(self.blob))
         self.count = code + 1
-        slots[slot] = code
+        if self.tagged and code >> TAG_SHIFT:  # the codes need the tag's bits from here on
+            self.tagged = False
+            self._resize(len(slots))
+            return code
+        slots[slot] = self._slot_value(code, hashed)
         if 3 * (code + 1) > 2 * len(slots):
             self._resize(len(slots) * 3 // 2)
         return code
 
     def add_all(self, other: Interner) -> array[int]:
         """The codes here of OTHER's keys, in the order of OTHER's codes, numbering those that
-        are new as `add` does, the table grown once beforehand instead of step by step."""
-        if not self.slots:
-            self._restore()
-        size = _slots_for(self.count + other.count, len(self.slots))
+        are new as `add` does, the table grown once beforehand instead of step by step. When
+        no key is in both (a set of the fewer keys tells, at C speed), OTHER's keys are
+        appended whole and only placed in the table."""
+        self.reserve(self.count + other.count)
+        first = self.count
+        if not self._appends_whole(other):
+            return array("i", map(self.add, other.keys()))
+        self.blob += other.blob
+        self.count += other.count
+        self._place(first)
+        return array("i", range(first, self.count))
+
+    def reserve(self, keys: int) -> None:
+        """Grow the table at once for KEYS keys in all, when it would grow to hold them (a
+        scan that can tell how many keys it will add saves placing them again at each step)."""
+        size = _slots_for(keys, len(self.slots) or _MIN_SLOTS)
         if size > len(self.slots):
             self._resize(size)
-        return array("i", map(self.add, other.keys()))
 
-    def _probe(self, key: bytes) -> int:
-        """The slot that holds KEY, or the empty slot where it would go (linear probing)."""
-        slots, blob, ends = self.slots, self.blob, self.ends
-        size = len(slots)
-        slot = crc32(key) % size
+    def _appends_whole(self, other: Interner) -> bool:
+        """Whether OTHER's keys, all new here and of this width, can be appended as they are."""
+        if self.ends is not None or other.ends is not None or self.width != other.width:
+            return False
+        if self.tagged and (self.count + other.count) >> TAG_SHIFT:
+            return False
+        fewer, more = (self, other) if self.count <= other.count else (other, self)
+        shape = f"{self.width}s"
+        known = set(map(_first, struct.iter_unpack(shape, fewer.blob)))
+        return not any(map(known.__contains__, map(_first, struct.iter_unpack(shape, more.blob))))
+
+    def _code(self, value: int) -> int:
+        """The code a slot holds (EMPTY stays EMPTY)."""
+        return value & ((1 << TAG_SHIFT) - 1) if self.tagged and value != EMPTY else value
+
+    def _slot_value(self, code: int, hashed: int) -> int:
+        return (hashed >> _TAG_FROM) << TAG_SHIFT | code if self.tagged else code
+
+    def _holds(self, code: int, key: bytes) -> bool:
+        """Whether CODE is KEY's."""
+        ends, blob = self.ends, self.blob
         if ends is None:
-            width = self.width
-            if len(key) != width:
-                while slots[slot] != EMPTY:
-                    slot = (slot + 1) % size
-                return slot
-            while (code := slots[slot]) != EMPTY and not blob.startswith(key, code * width):
+            return len(key) == self.width and blob.startswith(key, code * self.width)
+        return blob[ends[code]:ends[code + 1]] == key
+
+    def _probe(self, key: bytes, hashed: int) -> int:
+        """The slot that holds KEY (whose CRC-32 is HASHED), or the empty slot where it would
+        go (linear probing)."""
+        slots = self.slots
+        size = len(slots)
+        slot = hashed % size
+        if self.tagged:
+            tag, shift = hashed >> _TAG_FROM, TAG_SHIFT
+            mask = (1 << shift) - 1
+            while (value := slots[slot]) != EMPTY:
+                if value >> shift == tag and self._holds(value & mask, key):
+                    return slot
                 slot = (slot + 1) % size
             return slot
-        while (code := slots[slot]) != EMPTY and blob[ends[code]:ends[code + 1]] != key:
+        while (value := slots[slot]) != EMPTY and not self._holds(value, key):
             slot = (slot + 1) % size
         return slot
 
     def _resize(self, size: int) -> None:
         self.slots = array("i")  # the old table goes before the new one comes
         self.slots = array("i", [EMPTY]) * size
-        self._rebuild()
+        self._place(0)
 
     def release(self) -> None:
         """Let go of the hash table (the keys stay); the next `find` or `add` builds it again."""
@@ -130,23 +179,28 @@ class Interner:
     def _restore(self) -> None:
         self._resize(_slots_for(self.count, _MIN_SLOTS))
 
-    def __getstate__(self) -> tuple[bytearray, array[int] | None, int, int, array[int]]:
-        return self.blob, self.ends, self.width, self.count, self.slots
+    def __getstate__(self) -> tuple[bytearray, array[int] | None, int, int, array[int], bool]:
+        return self.blob, self.ends, self.width, self.count, self.slots, self.tagged
 
     def __setstate__(self, state: tuple[bytearray, array[int] | None, int, int,
-                                        array[int]]) -> None:
-        self.blob, self.ends, self.width, self.count, self.slots = state
+                                        array[int], bool]) -> None:
+        self.blob, self.ends, self.width, self.count, self.slots, self.tagged = state
 
-    def _rebuild(self) -> None:
+    def _place(self, first: int) -> None:
+        """Put keys FIRST onwards in the table, where no slot holds them yet."""
         slots, blob, ends, width = self.slots, self.blob, self.ends, self.width
         size = len(slots)
         with memoryview(blob) as view:  # released before the blob grows again
             # Keys of one width: cut by struct, cheaper than a slice each (its iterator lets go
             # of the blob when it is through).
-            keys = (struct.iter_unpack(f"{width}s", blob) if ends is None
-                    else ((view[ends[code]:ends[code + 1]],) for code in range(self.count)))
-            for code, (key,) in enumerate(keys):
-                slot = crc32(key) % size
+            keys = (struct.iter_unpack(f"{width}s", view[first * width:]) if ends is None
+                    else ((view[ends[code]:ends[code + 1]],) for code in range(first, self.count)))
+            for code, (key,) in enumerate(keys, first):
+                hashed = crc32(key)
+                slot = hashed % size
                 while slots[slot] != EMPTY:
                     slot = (slot + 1) % size
-                slots[slot] = code
+                slots[slot] = self._slot_value(code, hashed)
+
+
+_first = itemgetter(0)

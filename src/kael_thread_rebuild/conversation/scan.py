@@ -66,9 +66,12 @@ Part = tuple[Classifier, dict[str, int], ReadStats]
 
 
 def _classify_range(fd: int, start: int, length: int, rules: SpeechRules,
-                    handoff: Handoff | None = None) -> Part:
+                    handoff: Handoff | None = None, *, records: int = 0) -> Part:
+    """What a classifier reads of [START, START + LENGTH); RECORDS: about how many records
+    its table will hold in the end (0: unknown), for it to grow once instead of step by step."""
     map_large_blocks()
     read = Classifier(rules, from_start=start == 0)
+    read.table.reserve(records)
     tally: dict[str, int] = {}
     stats = ReadStats()
     classify = read.classify
@@ -84,13 +87,12 @@ def _split_point(handle: BinaryIO, size: int, fraction: float = 0.5) -> int | No
     return point if point is not None and point < size else None
 
 
-def _too_many_records(handle: BinaryIO, size: int) -> bool:
-    """Whether the file, judged by the density of chain records in its first megabytes, holds
-    more than PARALLEL_MAX_RECORDS of them."""
+def _records_in(handle: BinaryIO, size: int) -> int:
+    """About how many chain records the file holds, judged by their density in its first
+    megabytes."""
     handle.seek(0)
     sample = handle.read(DENSITY_PROBE_BYTES)
-    records = len(_RECORD_KEY.findall(sample))
-    return bool(sample) and records * size > PARALLEL_MAX_RECORDS * len(sample)
+    return len(_RECORD_KEY.findall(sample)) * size // len(sample) if sample else 0
 
 
 def _can_fork(size: int, parallel: bool | None) -> bool:
@@ -106,11 +108,11 @@ def _read_child(reader: int) -> object:
         return pickle.load(pipe)
 
 
-def _second_half(path: Path, fd: int, start: int, size: int,
-                 rules: SpeechRules) -> tuple[int, int, tuple[int, int]]:
+def _second_half(path: Path, fd: int, start: int, size: int, rules: SpeechRules,
+                 records: int) -> tuple[int, int, tuple[int, int]]:
     """Fork a child that classifies [START, SIZE) and pipes back the pickled result, and hands
     the end of its range over when asked (`handoff`): its pid, the result pipe, and the
-    parent's ends of the handoff's pipes.
+    parent's ends of the handoff's pipes. RECORDS: about how many the whole file holds.
 
     The child opens the file the parent has open (through /proc, so a rename in between cannot
     swap it) with its own offset.
@@ -127,8 +129,9 @@ def _second_half(path: Path, fd: int, start: int, size: int,
             with same_file.open("rb", buffering=READ_BUFFER) as handle:
                 handoff = ChildHandoff(handle.fileno(), requests, answers)
                 try:
-                    result: object = _classify_range(handle.fileno(), start, size - start,
-                                                     rules, handoff)
+                    result: object = _classify_range(
+                        handle.fileno(), start, size - start, rules, handoff,
+                        records=records * (size - start) // size)
                 finally:
                     handoff.close()  # before the result fills the pipe: see `handoff`
         except BaseException as exc:
@@ -156,6 +159,8 @@ class SecondHalf:
     pid: int
     reader: int
     handoff: tuple[int, int]
+    # About how many chain records the file holds (at most PARALLEL_MAX_RECORDS).
+    records: int
     finished: bool = False
 
     def take_rest(self) -> int | None:
@@ -221,16 +226,19 @@ def start_second_half(path: Path, rules: SpeechRules, *, parallel: bool | None =
     except OSError:
         return None
     size = os.fstat(handle.fileno()).st_size
-    split = None
-    if _can_fork(size, parallel) and (parallel or not _too_many_records(handle, size)):
-        split = _split_point(handle, size, fraction)
+    split, records = None, 0
+    if _can_fork(size, parallel):
+        records = _records_in(handle, size)
+        if parallel or records <= PARALLEL_MAX_RECORDS:
+            split = _split_point(handle, size, fraction)
     if split is None:
         handle.close()
         return None
     if before_fork is not None:
         before_fork()
-    pid, reader, handoff = _second_half(path, handle.fileno(), split, size, rules)
-    return SecondHalf(path.resolve(), rules, handle, size, split, pid, reader, handoff)
+    records = min(records, PARALLEL_MAX_RECORDS)
+    pid, reader, handoff = _second_half(path, handle.fileno(), split, size, rules, records)
+    return SecondHalf(path.resolve(), rules, handle, size, split, pid, reader, handoff, records)
 
 
 def _classified(path: Path, fd: int, size: int, split: int | None,
@@ -240,7 +248,9 @@ def _classified(path: Path, fd: int, size: int, split: int | None,
     answer for one that was not (see `Classifier.absorb`)."""
     rest: Part | None = None
     try:
-        read, tally, stats = _classify_range(fd, 0, split or size, rules)
+        # This process's table takes in every part: it is made for the whole file's records.
+        read, tally, stats = _classify_range(fd, 0, split or size, rules,
+                                             records=started.records if started else 0)
         taken = started.take_rest() if started is not None else None
         if taken is not None:
             rest = _classify_range(fd, taken, size - taken, rules)

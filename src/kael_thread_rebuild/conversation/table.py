@@ -230,6 +230,12 @@ class RecordTable:
         code = self.uuids.find(uuid_key(uuid))
         return None if code == EMPTY else self.code_rows[code]
 
+    def reserve(self, records: int) -> None:
+        """Make the lookup tables at once for about RECORDS records in all (an API message
+        spans several records: a fourth as many message ids)."""
+        self.uuids.reserve(records)
+        self.message_ids.reserve(records // 4)
+
     def release_lookups(self) -> None:
         """Let go of the hash tables of uuids and message ids once every record is in (the
         branch walk looks up only the uuids of unresolved and logical parents: their rows are
