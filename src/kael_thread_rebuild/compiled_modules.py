@@ -1,6 +1,7 @@
-"""The modules setup.py compiles with mypyc where it can (issue 26): the payload scanner, and the
-classifier with the record table it fills, where a scan spends its time per record. The same
-files run interpreted where no compiler was. setup.py reads COMPILED from this file (standard
+"""The modules setup.py compiles with mypyc where it can (issue 26): the reader with the mapping
+it takes its lines from, the payload scanner, and the classifier with the record table it fills,
+where a scan spends its time per line and per record. The same files run interpreted where no
+compiler was. setup.py reads COMPILED from this file (standard
 library only); doctor's engine check asks which of them run compiled here."""
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from types import ModuleType
 
 COMPILED = (
     "kael_thread_rebuild.transcript.scanner",
+    "kael_thread_rebuild.transcript.mapped_file",
+    "kael_thread_rebuild.transcript.reader",
     "kael_thread_rebuild.claude_code.record_shapes",
     "kael_thread_rebuild.conversation.arrays",
     "kael_thread_rebuild.conversation.injected",

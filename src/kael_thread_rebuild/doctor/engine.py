@@ -1,6 +1,6 @@
-"""The engine: whether its hot modules (the transcript scanner, the classifier and its record
-table: `compiled_modules`) run compiled (mypyc) or interpreted, and in an editable install
-whether a compiled one is older than the source it was built from."""
+"""The engine: whether its hot modules (the transcript reader and scanner, the classifier and
+its record table: `compiled_modules`) run compiled (mypyc) or interpreted, and in an editable
+install whether a compiled one is older than the source it was built from."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from .model import Check, passed, warned
 DISTRIBUTION = "kael-thread-rebuild"
 REBUILD = ("rebuild: `.venv/bin/pip install -c constraints.txt -e '.[dev]'` in the checkout "
            "(or .ci/setup)")
-WHAT = "the transcript scanner and the classifier"
+WHAT = "the transcript reader, its scanner and the classifier"
 
 
 def editable() -> bool:

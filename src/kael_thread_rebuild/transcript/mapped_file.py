@@ -26,10 +26,14 @@ import mmap
 import os
 from collections.abc import Iterator
 
+from mypy_extensions import mypyc_attr
+
 STEP = 1 << 20
 _PAGE = mmap.PAGESIZE
 
 
+# Compiled (setup.py), a class derived from a builtin one must stay a Python class.
+@mypyc_attr(native_class=False)
 class FileShrank(OSError):
     """The file got shorter than the range being read."""
 

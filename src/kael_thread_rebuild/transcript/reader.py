@@ -12,11 +12,12 @@ import os
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any, Protocol
 
 import orjson
 
-from . import scanner
+from . import scanner as scanner_module
 from .digest_turns import digest_ended, digest_started
 from .json_text import dumps_line, loads_line, loads_with_surrogates, text_bytes
 from .mapped_file import mapped_chunks, mapped_lines
@@ -45,6 +46,9 @@ SCAN_ABOVE = SKIP_LEAST
 # generated transcripts it is no faster than parsing every line whole (benchmarks/README.md).
 SCANNER_BY_DEFAULT = False
 ENGINE_VARIABLE = "KAEL_SCANNER"
+# The scanner this engine calls: a variable, so that it can be swapped (the tests run the
+# interpreted one), where a compiled module binds what it imports once.
+scanner: ModuleType = scanner_module
 ENGINES = ("compiled", "interpreted")
 
 
@@ -98,10 +102,11 @@ class FileDigest:
         self._digest: Any = ResumableSha256(state) if resumable else hashlib.sha256()
         self.checkpoints: list[tuple[int, bytes]] = []
         self._error: OSError | None = None
-        self._thread = threading.Thread(target=self._run, name="sha256", daemon=True)
+        # Not `_thread`: compiled, that field's C name would be a C keyword.
+        self._worker = threading.Thread(target=self._run, name="sha256", daemon=True)
         digest_started()
         try:
-            self._thread.start()
+            self._worker.start()
         except BaseException:
             digest_ended()
             raise
@@ -123,7 +128,7 @@ class FileDigest:
             digest_ended()
 
     def hexdigest(self) -> str:
-        self._thread.join()
+        self._worker.join()
         if self._error is not None:
             raise self._error
         return str(self._digest.hexdigest())
