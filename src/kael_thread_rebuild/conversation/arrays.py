@@ -137,7 +137,7 @@ class IdentityArray:
         if more.values is None:
             shifted = range(more.base + shift, more.base + shift + more.size)
         else:
-            shifted = (value + shift for value in more.values)
+            shifted = map(shift.__add__, more.values)  # at C speed
         self.values = extend_wide(self._real(), shifted)
 
     def __getitem__(self, index: int) -> int:
@@ -201,8 +201,14 @@ class TimeArray:
             self.bases, self.offsets, self.others = array("d"), array("i"), {}
 
     def extend(self, more: TimeArray) -> None:
-        for value in more:
-            self.append(value)
+        if more.exact is not None:
+            for value in more.exact:
+                self.append(value)
+            return
+        # MORE's own arrays read directly (its iterator costs a method call a value).
+        bases, others, block, apart = more.bases, more.others, self.BLOCK, self.APART
+        for index, offset in enumerate(more.offsets):
+            self.append(others[index] if offset == apart else bases[index // block] + offset)
 
     def __getitem__(self, index: int) -> float:
         if self.exact is not None:

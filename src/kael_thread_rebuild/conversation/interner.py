@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import struct
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from operator import itemgetter
 from typing import Final
 from zlib import crc32
@@ -103,11 +103,11 @@ class Interner:
             self._resize(len(slots) * 3 // 2)
         return code
 
-    def add_all(self, other: Interner) -> array[int]:
+    def add_all(self, other: Interner) -> Sequence[int]:
         """The codes here of OTHER's keys, in the order of OTHER's codes, numbering those that
         are new as `add` does, the table grown once beforehand instead of step by step. When
         no key is in both (a set of the fewer keys tells, at C speed), OTHER's keys are
-        appended whole and only placed in the table."""
+        appended whole and only placed in the table, and their codes are a `range`."""
         self.reserve(self.count + other.count)
         first = self.count
         if not self._appends_whole(other):
@@ -115,7 +115,7 @@ class Interner:
         self.blob += other.blob
         self.count += other.count
         self._place(first)
-        return array("i", range(first, self.count))
+        return range(first, self.count)
 
     def reserve(self, keys: int) -> None:
         """Grow the table at once for KEYS keys in all, when it would grow to hold them (a
@@ -125,8 +125,11 @@ class Interner:
             self._resize(size)
 
     def _appends_whole(self, other: Interner) -> bool:
-        """Whether OTHER's keys, all new here and of this width, can be appended as they are."""
-        if self.ends is not None or other.ends is not None or self.width != other.width:
+        """Whether OTHER's keys, all new here and of this width, can be appended as they are.
+        Not asked when this table holds more than twice as many keys: then a probe for each of
+        OTHER's keys costs less than the set of them and the pass over all of these."""
+        if self.ends is not None or other.ends is not None or self.width != other.width \
+                or self.count > 2 * other.count:
             return False
         if self.tagged and (self.count + other.count) >> TAG_SHIFT:
             return False
@@ -188,19 +191,23 @@ class Interner:
 
     def _place(self, first: int) -> None:
         """Put keys FIRST onwards in the table, where no slot holds them yet."""
-        slots, blob, ends, width = self.slots, self.blob, self.ends, self.width
+        slots = self.slots
         size = len(slots)
+        shift = TAG_SHIFT if self.tagged else -1
+        for code, hashed in enumerate(self._hashes(first), first):
+            slot = hashed % size
+            while slots[slot] != EMPTY:
+                slot = (slot + 1) % size
+            slots[slot] = (hashed >> _TAG_FROM) << shift | code if shift >= 0 else code
+
+    def _hashes(self, first: int) -> list[int]:
+        """The CRC-32 of keys FIRST onwards (taken at C speed: `map` over the keys)."""
+        blob, ends, width = self.blob, self.ends, self.width
         with memoryview(blob) as view:  # released before the blob grows again
-            # Keys of one width: cut by struct, cheaper than a slice each (its iterator lets go
-            # of the blob when it is through).
-            keys = (struct.iter_unpack(f"{width}s", view[first * width:]) if ends is None
-                    else ((view[ends[code]:ends[code + 1]],) for code in range(first, self.count)))
-            for code, (key,) in enumerate(keys, first):
-                hashed = crc32(key)
-                slot = hashed % size
-                while slots[slot] != EMPTY:
-                    slot = (slot + 1) % size
-                slots[slot] = self._slot_value(code, hashed)
+            if ends is None:  # keys of one width: cut by struct, cheaper than a slice each
+                with view[first * width:] as rest:
+                    return list(map(crc32, map(_first, struct.iter_unpack(f"{width}s", rest))))
+            return [crc32(view[ends[code]:ends[code + 1]]) for code in range(first, self.count)]
 
 
 _first = itemgetter(0)

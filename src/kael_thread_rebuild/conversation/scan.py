@@ -251,9 +251,9 @@ def _classified(path: Path, fd: int, size: int, split: int | None,
         # This process's table takes in every part: it is made for the whole file's records.
         read, tally, stats = _classify_range(fd, 0, split or size, rules,
                                              records=started.records if started else 0)
-        taken = started.take_rest() if started is not None else None
-        if taken is not None:
-            rest = _classify_range(fd, taken, size - taken, rules)
+        if started is not None and (taken := started.take_rest()) is not None:
+            rest = _classify_range(fd, taken, size - taken, rules,
+                                   records=started.records * (size - taken) // size)
     except OSError as exc:
         if started is not None:
             started.cancel()

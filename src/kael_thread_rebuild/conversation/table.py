@@ -316,8 +316,12 @@ class RecordTable:
         self.times.extend(later.times)
         self.lines.extend_shifted(later.lines, line_offset)
         uuid_codes = self.uuids.add_all(later.uuids)
-        for row, code in enumerate(later.row_codes):
-            self._hold(uuid_codes[code], row + offset, offset)
+        if isinstance(uuid_codes, range):  # every uuid of LATER's is new here: shifted, its own
+            self.row_codes.extend_shifted(later.row_codes, uuid_codes.start)
+            self.code_rows.extend_shifted(later.code_rows, offset)
+        else:
+            for row, code in enumerate(later.row_codes):
+                self._hold(uuid_codes[code], row + offset, offset)
         self._absorb_messages(later, offset)
         self.pending_parents.update((row + offset, u) for row, u in later.pending_parents.items())
         self.logical_parents.update((row + offset, u) for row, u in later.logical_parents.items())
@@ -334,7 +338,11 @@ class RecordTable:
             self.message_next = extend_signed(padded(self.message_next, offset),
                                               padded(later.message_next, len(later)))
         known = len(self.message_last)
-        for code, own in enumerate(self.message_ids.add_all(later.message_ids)):
+        codes = self.message_ids.add_all(later.message_ids)
+        if isinstance(codes, range):  # no message of LATER's was here: its last rows, shifted
+            self.message_last.extend(map(offset.__add__, later.message_last))
+            return
+        for code, own in enumerate(codes):
             last = later.message_last[code] + offset
             if own < known:
                 self._link_message(self.message_last[own],
