@@ -5,12 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..reading_settings import CarryOverflow
-from .tokens import tokens_from_counts
-from .turns import Turn, TurnList
-
-
-def turn_tokens(turn: Turn, divisor: float) -> int:
-    return sum(tokens_from_counts(chars, cjk, divisor) for chars, cjk in turn.counts())
+from .turns import TurnList
 
 
 @dataclass(slots=True)
@@ -27,13 +22,13 @@ def apply_budget(turns: TurnList, fixed_tokens: int, max_tokens: int,
     """FIXED_TOKENS (the snapshot) always travels; the last turn is always kept."""
     # Each turn's tokens are counted again while turns are dropped, not kept (a million-message
     # chat has half a million turns).
-    total = fixed_tokens + sum(turn_tokens(turn, divisor) for turn in turns)
+    total = fixed_tokens + turns.tokens(divisor)
     if max_tokens == 0 or total <= max_tokens:
         return BudgetResult(turns, 0, total, 0, False)
     if overflow is CarryOverflow.block:
         return BudgetResult(turns, 0, total, total - max_tokens, True)
     dropped = 0
     while total > max_tokens and dropped < len(turns) - 1:
-        total -= turn_tokens(turns[dropped], divisor)
+        total -= turns[dropped].tokens(divisor)
         dropped += 1
     return BudgetResult(turns[dropped:], dropped, total, max(0, total - max_tokens), False)

@@ -17,6 +17,7 @@ from typing import NamedTuple, overload
 from .arrays import IdentityArray
 from .records import USER_ROLE, Origin, Role, SpeechStore
 from .table import RecordTable
+from .tokens import tokens_from_counts
 
 
 class Item(NamedTuple):
@@ -57,6 +58,16 @@ class BranchItems:
                     store.digest(index),
                     store.utf8_bytes[index], store.char_count(index), store.cjk_count(index),
                     store.offsets[owner], store.length_of(owner), index - store.first_items[owner])
+
+    def tokens(self, start: int, end: int, divisor: float) -> int:
+        """The token estimate of items START to END, without making the items."""
+        store, order = self.store, self.order
+        char_count, cjk_count = store.char_count, store.cjk_count
+        total = 0
+        for position in range(start, end):
+            index = order[position]
+            total += tokens_from_counts(char_count(index), cjk_count(index), divisor)
+        return total
 
     def summary(self) -> tuple[dict[str, int], int, tuple[int, int]]:
         """Items by origin, their UTF-8 bytes, and the longest as (characters, source line)."""
@@ -104,12 +115,8 @@ class Turn:
         """len(self.items), without making the items."""
         return self.end - self.start
 
-    def counts(self) -> Iterator[tuple[int, int]]:
-        """(characters, CJK characters) of each item, without making the items."""
-        store, order = self.source.store, self.source.order
-        for position in range(self.start, self.end):
-            index = order[position]
-            yield store.char_count(index), store.cjk_count(index)
+    def tokens(self, divisor: float) -> int:
+        return self.source.tokens(self.start, self.end, divisor)
 
 
 class TurnList(Sequence[Turn]):
@@ -155,6 +162,13 @@ class TurnList(Sequence[Turn]):
     def __iter__(self) -> Iterator[Turn]:
         for at in range(self.low, self.high):
             yield self._turn(at)
+
+    def tokens(self, divisor: float) -> int:
+        """The token estimate of every item of these turns (one pass over them)."""
+        if self.high <= self.low:
+            return 0
+        start = self.ends[self.low - 1] if self.low else 0
+        return self.source.tokens(start, self.ends[self.high - 1], divisor)
 
     def items(self) -> Iterator[Item]:
         """Every item of every turn, in order."""
