@@ -1,7 +1,8 @@
 """The modules setup.py compiles with mypyc where it can (issue 26): the reader with the mapping
 it takes its lines from, the payload scanner, and the classifier with the record table it fills,
-where a scan spends its time per line and per record. The same files run interpreted where no
-compiler was. setup.py reads COMPILED from this file (standard
+where a scan spends its time per line and per record; then the branch walk, the turns and their
+token estimate, which take each record of the branch once the scan is done. The same files run
+interpreted where no compiler was. setup.py reads COMPILED from this file (standard
 library only); doctor's engine check asks which of them run compiled here."""
 
 from __future__ import annotations
@@ -17,11 +18,14 @@ COMPILED = (
     "kael_thread_rebuild.transcript.reader",
     "kael_thread_rebuild.claude_code.record_shapes",
     "kael_thread_rebuild.conversation.arrays",
+    "kael_thread_rebuild.conversation.branch",
     "kael_thread_rebuild.conversation.injected",
     "kael_thread_rebuild.conversation.interner",
     "kael_thread_rebuild.conversation.measured",
     "kael_thread_rebuild.conversation.records",
     "kael_thread_rebuild.conversation.table",
+    "kael_thread_rebuild.conversation.tokens",
+    "kael_thread_rebuild.conversation.turns",
 )
 
 

@@ -123,6 +123,6 @@ def test_the_image_runs_the_compiled_engine_and_holds_no_compiler(
     out = dock.containers.run(image, ["-c", probe], entrypoint=[python], remove=True,
                               network_mode="none", read_only=True, cap_drop=["ALL"]).decode()
     engine_line, tools_line = out.split("\n")[:2]
-    assert engine_line.startswith("True True False the transcript reader, its scanner and the "
-                                  "classifier run compiled ("), engine_line
+    assert engine_line.startswith("True True False the transcript reader, the classifier and the "
+                                  "branch walk run compiled ("), engine_line
     assert tools_line == "None None"

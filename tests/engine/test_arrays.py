@@ -154,6 +154,27 @@ def test_turn_slices_share_the_arrays_and_keep_every_turn() -> None:
     assert len(turns[5:]) == 0 and turns[-1].is_open
 
 
+def test_turns_take_the_branch_rows_in_their_order_where_it_goes_back() -> None:
+    """A branch's rows mostly go up; where they go back (parallel calls regrouped, a compaction
+    crossed) the items still come in the branch's order, the assistant's before any user's
+    dropped."""
+    table, store = RecordTable(), SpeechStore()
+    speaking = {1: Role.user, 2: Role.assistant, 4: Role.user, 6: Role.assistant, 7: Role.user}
+    for row in range(9):
+        table.add(f"r{row}", Kind.user, 0, None, None, row + 1)
+        if row in speaking:
+            origin = Origin.assistant if speaking[row] is Role.assistant else Origin.terminal
+            store.add(row, None, float("nan"), row, 1, (Speech(speaking[row], "w", origin),))
+    for rows in ([0, 1, 2, 3, 4, 5, 6, 7, 8], [1, 2, 6, 4, 7], [7, 6, 4, 2, 1],
+                 [4, 1, 2, 8, 6, 7], [6, 2, 1, 4, 4], [8, 0, 3]):
+        built = build_turns(rows, table, store)
+        spoken = [row for row in rows if row in speaking]
+        leading = next((n for n, row in enumerate(spoken) if speaking[row] is Role.user),
+                       len(spoken))
+        placed = [store.rows[store.owner_of(item)] for item in built.turns.source.order]
+        assert (placed, built.leading_assistant_items) == (spoken[leading:], leading), rows
+
+
 def test_the_rows_of_a_message_are_a_chain_of_distances_kept_only_once_one_has_more() -> None:
     table = RecordTable()
     for n, message in enumerate(["m1", None, "m2", "m1", None, "m1"]):

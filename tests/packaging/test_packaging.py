@@ -111,8 +111,8 @@ def test_with_a_compiler_the_wheel_holds_the_compiled_engine(
         assert f"{path}.py" in files  # the source stays beside it
     compiled_, ok, warning, detail = run_probe(unpack(compiled.wheel, tmp_path / "site"))
     assert (compiled_, ok, warning) == ("True", "True", "False")
-    assert detail.startswith("the transcript reader, its scanner and the classifier run compiled "
-                             f"({len(COMPILED)} modules by mypyc)"), detail
+    assert detail.startswith("the transcript reader, the classifier and the branch walk run "
+                             f"compiled ({len(COMPILED)} modules by mypyc)"), detail
 
 
 def test_without_a_compiler_pip_builds_a_pure_wheel_whose_scanner_is_interpreted(
@@ -124,7 +124,7 @@ def test_without_a_compiler_pip_builds_a_pure_wheel_whose_scanner_is_interpreted
     compiled_, ok, warning, detail = run_probe(unpack(without_compiler.wheel, tmp_path / "site"))
     assert (compiled_, ok, warning) == ("False", "True", "False")
     assert detail.startswith(
-        "the transcript reader, its scanner and the classifier run interpreted"), detail
+        "the transcript reader, the classifier and the branch walk run interpreted"), detail
 
 
 def test_kael_compile_1_refuses_to_build_without_a_compiler(tmp_path: Path) -> None:

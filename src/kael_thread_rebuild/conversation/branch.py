@@ -156,21 +156,19 @@ class _Walk:
         return self._main
 
     def run(self, leaf: int) -> None:
-        # The row sets' bytes and the table's methods as locals: once a record, for every
-        # record of the branch.
-        table, visited, append = self.table, self.visited.flags, self.path.append
-        flags, parent_of = table.flags, table.parent_of
+        table, visited, path = self.table, self.visited.flags, self.path
+        flags = table.flags
         current: int | None = leaf
         while current is not None:
             if visited[current]:
                 self.cycle_at = table.lines[current]
                 return
             visited[current] = 1
-            append(current)
+            path.append(current)
             if flags[current] & BOUNDARY:
                 current = self._across_boundary(current)
                 continue
-            parent = parent_of(current)
+            parent = table.parent_of(current)
             if parent == NO_PARENT:
                 return
             if parent is None or flags[parent] & SIDECHAIN:
@@ -200,15 +198,14 @@ def _with_parallel_siblings(table: RecordTable, path: array[int],
     """Add off-path records of on-path API messages; each message's records in file order."""
     if not _any_off_path(table, path, on_path):
         return path
-    kinds, shares_message, message_first = table.kinds, table.shares_message, table.message_first
+    kinds = table.kinds
     ordered = array("i")
-    append = ordered.append
     placed = bytearray(len(table))  # by the first row of each message
     for row in path:
-        if kinds[row] != ASSISTANT or not shares_message(row):
-            append(row)
+        if kinds[row] != ASSISTANT or not table.shares_message(row):
+            ordered.append(row)
             continue
-        first = message_first(row)
+        first = table.message_first(row)
         if not placed[first]:
             placed[first] = 1
             ordered.extend(_grouped(table, first))

@@ -253,12 +253,12 @@ class SpeechStore:
             return min(item, len(firsts) - 1)
         return bisect.bisect_right(firsts.values, item) - 1
 
-    def index_of(self, row: int) -> int:
-        """The speaking record at table row ROW, or -1 (rows are stored in increasing order)."""
+    def position_of(self, row: int) -> int:
+        """How many speaking records come before table row ROW (rows are stored in increasing
+        order)."""
         if self.rows.values is None:  # every record so far has spoken
-            return row if 0 <= row < len(self.rows) else -1
-        index = bisect.bisect_left(self.rows.values, row)
-        return index if index < len(self.rows) and self.rows[index] == row else -1
+            return max(0, min(row, len(self.rows)))
+        return bisect.bisect_left(self.rows.values, row)
 
     def rows_of(self, origin: Origin) -> list[int]:
         """The table rows of the records holding an item of ORIGIN (a byte search: few hold
@@ -271,10 +271,6 @@ class SpeechStore:
                 found.append(self.rows[self.owner_of(at)])
                 at = kinds.find(code, at + 1)
         return sorted(set(found))
-
-    def item_range(self, index: int) -> range:
-        end = self.first_items[index + 1] if index + 1 < len(self.rows) else len(self.kinds)
-        return range(self.first_items[index], end)
 
     def role(self, item: int) -> Role:
         return ROLES[self.kinds[item] >> 4]

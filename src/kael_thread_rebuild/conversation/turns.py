@@ -187,15 +187,26 @@ def build_turns(rows: Sequence[int], table: RecordTable, store: SpeechStore) -> 
     order = IdentityArray()
     middles, ends = array("i"), array("i")
     leading = 0
-    kinds, index_of, item_range, place = store.kinds, store.index_of, store.item_range, order.append
+    kinds, place = store.kinds, order.append
+    speaking, first_items = store.rows, store.first_items
+    count, item_count = len(speaking), len(kinds)
+    # The branch's rows go up but where parallel calls or a compaction reorder them: the store's
+    # speaking records are walked beside them (AT: the first at or past the last row met), and
+    # looked up only where a row goes back.
+    at = last = 0
     # The open turn's ends, as locals (once an item, for every item): [start, middle) its
     # user's items, [middle, end) its assistant's; written out when the next turn starts.
     middle = end = -1
     for row in rows:
-        index = index_of(row)
-        if index < 0:
+        if row < last:
+            at = store.position_of(row)
+        else:
+            while at < count and speaking[at] < row:
+                at += 1
+        last = row
+        if at == count or speaking[at] != row:
             continue
-        for item in item_range(index):
+        for item in range(first_items[at], first_items[at + 1] if at + 1 < count else item_count):
             if kinds[item] >> 4 == USER_ROLE:
                 if middle != end or end < 0:
                     if end >= 0:

@@ -1,6 +1,7 @@
 """The engine: whether its hot modules (the transcript reader and scanner, the classifier and
-its record table: `compiled_modules`) run compiled (mypyc) or interpreted, and in an editable
-install whether a compiled one is older than the source it was built from."""
+its record table, the branch walk and the turns: `compiled_modules`) run compiled (mypyc) or
+interpreted, and in an editable install whether a compiled one is older than the source it was
+built from."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from .model import Check, passed, warned
 DISTRIBUTION = "kael-thread-rebuild"
 REBUILD = ("rebuild: `.venv/bin/pip install -c constraints.txt -e '.[dev]'` in the checkout "
            "(or .ci/setup)")
-WHAT = "the transcript reader, its scanner and the classifier"
+WHAT = "the transcript reader, the classifier and the branch walk"
 
 
 def editable() -> bool:
