@@ -73,7 +73,8 @@ def test_split_read_equals_single_read(damage: str, make_config: ConfigFactory,
 @pytest.mark.parametrize("damage", ["none", "unreadable", "repeated_uuid", "torn_tail"])
 def test_the_end_of_the_childs_part_read_by_the_parent_gives_the_same_plan(
         damage: str, make_config: ConfigFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The parent done first reads the end of the child's part (`handoff`): three parts, the
+    """The parent done first reads the end of the child's part, half of what the child has left
+    each time it asks (`handoff`): its parts follow each other back from the end, and make the
     plan of a single reader, the damaged lines where they were."""
     config = make_config()
     b = _busy_session()
@@ -111,9 +112,13 @@ def test_the_end_of_the_childs_part_read_by_the_parent_gives_the_same_plan(
     monkeypatch.setattr(scan_module, "_classify_range", counted)
     split = build_plan(config, path, parallel=True)
     size = path.stat().st_size
-    (first, first_length), (taken, rest_length) = parts
-    assert first == 0 and first_length < taken < size and taken + rest_length == size
-    assert path.read_bytes()[taken - 1:taken] == b"\n"
+    (first, first_length), *taken = parts
+    assert first == 0 and len(taken) >= 2  # the child asked at every line: asked again
+    ends = [size] + [start for start, _ in taken[:-1]]
+    assert [start + length for start, length in taken] == ends
+    assert first_length < min(ends) and all(ends[n] > ends[n + 1] for n in range(len(ends) - 1))
+    data = path.read_bytes()
+    assert all(data[start - 1:start] == b"\n" for start, _ in taken)
     assert split.report == single.report
     assert [t.items for t in split.turns] == [t.items for t in single.turns]
     if damage == "unreadable":
@@ -160,6 +165,12 @@ def test_the_child_hands_over_from_a_line_start_about_halfway(
         assert child.end_at(4003, 8000) == 6008  # the next line start
         assert int.from_bytes(os.read(answers, 8), "little") == 6008
         assert child.end_at(5000, 6008) == 6008  # one request, one answer
+        os.write(requests, b"?")  # asked again: half of what is left again
+        assert child.end_at(2000, 6008) == 4008
+        assert int.from_bytes(os.read(answers, 8), "little") == 4008
+        os.write(requests, b"?")  # too little left: no, and no more
+        assert child.end_at(3504, 4008) == 4008
+        assert os.read(answers, 8) == bytes(8)
         assert handoff_module.ask_for_rest(requests, answers) is None
 
 

@@ -5,10 +5,12 @@ goes is not: the parent also digests the file and starts later (its imports), an
 machine slows either at random. So the parent takes the smaller part, and when it is done it
 asks the child for the rest: the child, which looks for a request about every megabyte it
 reads (`reader.Handoff`), answers with a line start about halfway through what it has left,
-stops there, and the parent reads from there to the end. Two pipes, no shared memory: a
-request is one byte from the parent, an answer eight from the child (0: no, too little is
-left). A child that has finished reading closes its ends, so that a parent asking then hears
-no and goes on to collect what the child read.
+stops there, and the parent reads from there to where its last part began (the first time, the
+end). Done with that, it asks again, until the child answers no: a parent that went faster
+than the child takes more, so the two end closer together. Two pipes, no shared memory: a
+request is one byte from the parent, an answer eight from the child (0: no, too little is left;
+it is asked no more). A child that has finished reading closes its ends, so that a parent
+asking then hears no and goes on to collect what the child read.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from dataclasses import dataclass
 from ..transcript.reader import next_line_start
 
 # Less than this left to read is not worth a second reader (a classifier more to absorb).
-LEAST_HANDED_OVER = 4 << 20
+LEAST_HANDED_OVER = 2 << 20
 _ANSWER = 8
 
 
@@ -54,7 +56,7 @@ class Pipes:
 
 
 class ChildHandoff:
-    """The child's side: a `reader.Handoff` that answers the parent's one request."""
+    """The child's side: a `reader.Handoff` that answers each of the parent's requests."""
 
     def __init__(self, fd: int, requests: int, answers: int) -> None:
         self.fd = fd
@@ -71,7 +73,8 @@ class ChildHandoff:
         cut = self._cut(next_line, end) if asked else None
         with contextlib.suppress(OSError):  # a parent gone: the child is killed anyway
             os.write(self.answers, (cut or 0).to_bytes(_ANSWER, "little"))
-        self.close()
+        if cut is None:
+            self.close()
         return cut or end
 
     def _cut(self, next_line: int, end: int) -> int | None:
@@ -90,8 +93,9 @@ class ChildHandoff:
 
 
 def ask_for_rest(requests: int, answers: int) -> int | None:
-    """The parent's side: where the parent now reads on from (to the file's end, as of the
-    scan), or None when the child keeps all of its range."""
+    """The parent's side: where the parent now reads on from (to where the part it was handed
+    last begins; the first time, to the file's end as of the scan), or None when the child
+    keeps all that it has left."""
     try:
         os.write(requests, b"?")
     except OSError:  # the child is gone: collecting it says why

@@ -164,12 +164,17 @@ class SecondHalf:
     finished: bool = False
 
     def take_rest(self) -> int | None:
-        """Where this process reads on from to the end, the child having stopped there; None
-        when the child keeps its whole range (see `handoff`)."""
+        """Where this process reads on from, up to where the part it took last begins (the
+        first time: the end), the child having stopped there; None when the child keeps what
+        it has left, and from then on (see `handoff`)."""
+        taken = None
         try:
-            return ask_for_rest(*self.handoff)
+            if self.handoff[0] >= 0:
+                taken = ask_for_rest(*self.handoff)
         finally:
-            self._close_handoff()
+            if taken is None:
+                self._close_handoff()
+        return taken
 
     def _close_handoff(self) -> None:
         for end in self.handoff:
@@ -243,17 +248,20 @@ def start_second_half(path: Path, rules: SpeechRules, *, parallel: bool | None =
 
 def _classified(path: Path, fd: int, size: int, split: int | None,
                 rules: SpeechRules, started: SecondHalf | None) -> Scan:
-    """The records of PATH classified: up to SPLIT here, the rest by STARTED (its end read here
-    too when this part is done first: `handoff`); read again whole when a later part took an
-    answer for one that was not (see `Classifier.absorb`)."""
-    rest: Part | None = None
+    """The records of PATH classified: up to SPLIT here, the rest by STARTED (the end of its
+    part read here too, a half at a time, while this process is done first: `handoff`); read
+    again whole when a later part took an answer for one that was not (see
+    `Classifier.absorb`)."""
+    rests: list[Part] = []  # the parts handed over, the last first
     try:
         # This process's table takes in every part: it is made for the whole file's records.
         read, tally, stats = _classify_range(fd, 0, split or size, rules,
                                              records=started.records if started else 0)
-        if started is not None and (taken := started.take_rest()) is not None:
-            rest = _classify_range(fd, taken, size - taken, rules,
-                                   records=started.records * (size - taken) // size)
+        end = size
+        while started is not None and (taken := started.take_rest()) is not None:
+            rests.append(_classify_range(fd, taken, end - taken, rules,
+                                         records=started.records * (end - taken) // size))
+            end = taken
     except OSError as exc:
         if started is not None:
             started.cancel()
@@ -261,7 +269,7 @@ def _classified(path: Path, fd: int, size: int, split: int | None,
     scanned = Scan(read, stats, "", tally)
     if started is not None:
         _append(scanned, started.collect())
-    if rest is not None:
+    for rest in reversed(rests):
         _append(scanned, rest)
     if scanned.read.misread_answers:
         try:
