@@ -191,23 +191,27 @@ class Interner:
 
     def _place(self, first: int) -> None:
         """Put keys FIRST onwards in the table, where no slot holds them yet."""
-        slots = self.slots
+        slots, blob, ends, width = self.slots, self.blob, self.ends, self.width
         size = len(slots)
         shift = TAG_SHIFT if self.tagged else -1
-        for code, hashed in enumerate(self._hashes(first), first):
-            slot = hashed % size
-            while slots[slot] != EMPTY:
-                slot = (slot + 1) % size
-            slots[slot] = (hashed >> _TAG_FROM) << shift | code if shift >= 0 else code
-
-    def _hashes(self, first: int) -> list[int]:
-        """The CRC-32 of keys FIRST onwards (taken at C speed: `map` over the keys)."""
-        blob, ends, width = self.blob, self.ends, self.width
         with memoryview(blob) as view:  # released before the blob grows again
-            if ends is None:  # keys of one width: cut by struct, cheaper than a slice each
-                with view[first * width:] as rest:
-                    return list(map(crc32, map(_first, struct.iter_unpack(f"{width}s", rest))))
-            return [crc32(view[ends[code]:ends[code + 1]]) for code in range(first, self.count)]
+            if ends is None:  # keys of one width: cut by struct and hashed at C speed, lazily
+                hashes = map(crc32, map(_first, struct.iter_unpack(f"{width}s",
+                                                                   view[first * width:])))
+                for code, hashed in enumerate(hashes, first):
+                    _put(slots, size, code, hashed, shift)
+            else:
+                for code in range(first, self.count):
+                    _put(slots, size, code, crc32(view[ends[code]:ends[code + 1]]), shift)
+
+
+def _put(slots: array[int], size: int, code: int, hashed: int, shift: int) -> None:
+    """Code CODE, whose key's CRC-32 is HASHED, in the first empty slot from its own (tagged
+    when SHIFT is not -1)."""
+    slot = hashed % size
+    while slots[slot] != EMPTY:
+        slot = (slot + 1) % size
+    slots[slot] = (hashed >> _TAG_FROM) << shift | code if shift >= 0 else code
 
 
 _first = itemgetter(0)
