@@ -98,7 +98,7 @@ class Interner:
             self.tagged = False
             self._resize(len(slots))
             return code
-        slots[slot] = self._slot_value(code, hashed)
+        slots[slot] = _slot_value(code, hashed, self._shift())
         if 3 * (code + 1) > 2 * len(slots):
             self._resize(len(slots) * 3 // 2)
         return code
@@ -142,8 +142,9 @@ class Interner:
         """The code a slot holds (EMPTY stays EMPTY)."""
         return value & ((1 << TAG_SHIFT) - 1) if self.tagged and value != EMPTY else value
 
-    def _slot_value(self, code: int, hashed: int) -> int:
-        return (hashed >> _TAG_FROM) << TAG_SHIFT | code if self.tagged else code
+    def _shift(self) -> int:
+        """Where a slot's tag starts, -1 when the slots hold codes only."""
+        return TAG_SHIFT if self.tagged else -1
 
     def _holds(self, code: int, key: bytes) -> bool:
         """Whether CODE is KEY's."""
@@ -193,7 +194,7 @@ class Interner:
         """Put keys FIRST onwards in the table, where no slot holds them yet."""
         slots, blob, ends, width = self.slots, self.blob, self.ends, self.width
         size = len(slots)
-        shift = TAG_SHIFT if self.tagged else -1
+        shift = self._shift()
         with memoryview(blob) as view:  # released before the blob grows again
             if ends is None:  # keys of one width: cut by struct and hashed at C speed, lazily
                 hashes = map(crc32, map(_first, struct.iter_unpack(f"{width}s",
@@ -211,7 +212,13 @@ def _put(slots: array[int], size: int, code: int, hashed: int, shift: int) -> No
     slot = hashed % size
     while slots[slot] != EMPTY:
         slot = (slot + 1) % size
-    slots[slot] = (hashed >> _TAG_FROM) << shift | code if shift >= 0 else code
+    slots[slot] = _slot_value(code, hashed, shift)
+
+
+def _slot_value(code: int, hashed: int, shift: int) -> int:
+    """What a slot holds for CODE, whose key's CRC-32 is HASHED: the code, under the hash's
+    top bits from SHIFT on unless SHIFT is -1."""
+    return (hashed >> _TAG_FROM) << shift | code if shift >= 0 else code
 
 
 _first = itemgetter(0)
