@@ -7,7 +7,7 @@ is kept. The steps, each on the same transcript with a warm page cache:
 - floor: a fresh `python -c` child parses every line with orjson (bench_plan.py's floor);
 - parse: the same loop in this process (no interpreter start-up);
 - read: the engine's reader (`read_records`) alone;
-- classify: the reader plus `Classifier.classify` on every record, one process, no digest;
+- classify: the reader plus `Classifier.classify_all` (every record), one process, no digest;
 - scan 1 proc: `scan(parallel=False)` (the SHA-256 thread added);
 - scan 2 procs: `scan(parallel=True)`, this process and its forked reader together;
 - start-up: the CLI's `plan --json` on a one-turn transcript (imports, config, report);
@@ -82,9 +82,8 @@ def classify_only(path: Path) -> None:
     read = Classifier(NO_TOOLS)
     tally: dict[str, int] = {}
     with path.open("rb", buffering=READ_BUFFER) as handle:
-        for line, record, size, offset in read_records(handle.fileno(), 0, path.stat().st_size,
-                                                       ReadStats(), settle=read.settle):
-            read.classify(line, record, size, offset, tally)
+        read.classify_all(read_records(handle.fileno(), 0, path.stat().st_size, ReadStats(),
+                                       settle=read.settle), tally)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -286,10 +286,8 @@ def _resume(path: Path, rules: SpeechRules, entry: Path) -> Scan | None:
                             resumable=True)
         read, tally, stats = state.read, state.tally, state.stats
         later = ReadStats()
-        for line, record, length, offset in read_records(fd, state.read_to,
-                                                         size - state.read_to, later,
-                                                         settle=read.settle):
-            read.classify(line + stats.lines, record, length, offset, tally)
+        read.classify_all(read_records(fd, state.read_to, size - state.read_to, later,
+                                       settle=read.settle), tally, lines_before=stats.lines)
         stats.absorb(later)
         scanned = Scan(read, stats, digest.hexdigest(), tally)
         _save(entry, rules, fd, scanned, digest)
