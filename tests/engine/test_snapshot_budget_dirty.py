@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import re
+import sys
 
-from kael_thread_rebuild.conversation.tokens import estimate_tokens
+from kael_thread_rebuild.conversation.tokens import CJK_RANGES, count_cjk, estimate_tokens
 from tests.builder import TranscriptBuilder
 from tests.conftest import ConfigFactory
 from tests.engine.helpers import carried, plan_of
@@ -60,6 +62,19 @@ def test_token_estimate_counts_cjk_and_other_characters() -> None:
     assert estimate_tokens("你好世界", 1.5) == int(4 * 1.1)
     assert estimate_tokens("abcdef", 1.5) == 4
     assert estimate_tokens("한국어 text", 2.0) == int(3 * 1.1 + 5 / 2.0)
+    assert count_cjk("你好，世界（全角）！\ufff0\u4dc0\ud7b0\ud800\U00020000") == 10
+
+
+def test_every_character_is_counted_as_cjk_exactly_when_a_range_holds_it() -> None:
+    """Every code point one by one (lone surrogates included), then all of them in one text,
+    against the ranges as a pattern class."""
+    ranges = "".join(f"{chr(first)}-{chr(last)}" for first, last in CJK_RANGES)
+    pattern = re.compile(f"[{ranges}]")
+    everything = "".join(map(chr, range(sys.maxunicode + 1)))
+    assert [point for point in range(sys.maxunicode + 1)
+            if count_cjk(chr(point)) != len(pattern.findall(chr(point)))] == []
+    assert count_cjk(everything) == len(pattern.findall(everything)) == sum(
+        last - first + 1 for first, last in CJK_RANGES)
 
 
 def _long_conversation(turns: int) -> TranscriptBuilder:
