@@ -249,3 +249,11 @@ def test_a_forked_reader_is_refused_by_chain_records_not_by_lines(
     assert scan_module.start_second_half(chat, rules,
                                          before_fork=lambda: forks.append(chat)) is None
     assert forks == [mostly_bookkeeping]  # 600 lines, 600 records: read by one, as it was
+
+    # Another writer's spacing must not make a dense chat look empty (the estimate may count
+    # too many records, never too few).
+    spaced = tmp_path / "spaced.jsonl"
+    spaced.write_bytes(chat.read_bytes().replace(b'"uuid":', b'"uuid" : '))
+    assert scan_module.start_second_half(spaced, rules,
+                                         before_fork=lambda: forks.append(spaced)) is None
+    assert forks == [mostly_bookkeeping]
