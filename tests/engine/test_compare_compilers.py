@@ -68,6 +68,7 @@ def test_every_compiled_kernel_measures_as_the_engine_does(tmp_path: Path) -> No
     if "scanner_cython_pxd" in measured:  # Cython is a dev dependency; C types change nothing
         assert "same sizes" in measured["scanner_cython_pxd"], done.stdout
         assert "a bound, not checked" in measured["byte_loop_bound"], done.stdout
+        assert "same sizes" in measured["scanner_pointers"], done.stdout
 
 
 def test_a_kernel_that_measures_other_sizes_fails_the_comparison(compare: ModuleType) -> None:
