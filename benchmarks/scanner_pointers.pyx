@@ -5,50 +5,44 @@ checked, every string measured, keys left out) over a `const unsigned char*` and
 byte. compare_compilers.py checks its sizes as it checks the scanner's builds: it is what a
 checked pass over every byte costs at best, where `byte_loop_bound.pyx` checks nothing."""
 
+from libc.string cimport memchr
+
 cdef unsigned char PLAIN = 0, QUOTE = 1, BACKSLASH = 2, CONTROL = 3, HIGH = 4
 cdef unsigned char CLASS[256]
+# Per lead byte of a UTF-8 sequence: its length (0: not a lead byte) and the range its second
+# byte must be in (no overlong form, no encoded surrogate, nothing past U+10FFFF).
+cdef unsigned char SEQUENCE[256]
+cdef unsigned char SECOND_LOW[256]
+cdef unsigned char SECOND_HIGH[256]
+cdef unsigned char HEX[256]  # a hex digit's value, 255 for any other byte
 for _byte in range(256):
     CLASS[_byte] = (QUOTE if _byte == 34 else BACKSLASH if _byte == 92 else
                     CONTROL if _byte < 0x20 else PLAIN if _byte < 0x80 else HIGH)
+    SEQUENCE[_byte] = (2 if 0xC2 <= _byte <= 0xDF else 3 if 0xE0 <= _byte <= 0xEF else
+                       4 if 0xF0 <= _byte <= 0xF4 else 0)
+    SECOND_LOW[_byte] = 0xA0 if _byte == 0xE0 else 0x90 if _byte == 0xF0 else 0x80
+    SECOND_HIGH[_byte] = 0x9F if _byte == 0xED else 0x8F if _byte == 0xF4 else 0xBF
+    HEX[_byte] = int(chr(_byte), 16) if chr(_byte) in "0123456789abcdefABCDEF" else 255
 
 
 cdef long long _hex4(const unsigned char* p, Py_ssize_t i):
     cdef long long value = 0
-    cdef Py_ssize_t end = i + 4
-    cdef unsigned char c
-    while i < end:
-        c = p[i]
-        if 48 <= c <= 57:
-            value = value * 16 + c - 48
-        elif 97 <= c <= 102:
-            value = value * 16 + c - 87
-        elif 65 <= c <= 70:
-            value = value * 16 + c - 55
-        else:
+    cdef unsigned char digit
+    for i in range(i, i + 4):
+        digit = HEX[p[i]]
+        if digit > 15:
             return -1
-        i += 1
+        value = value << 4 | digit
     return value
 
 
 cdef Py_ssize_t _utf8_length(const unsigned char* p, Py_ssize_t i, Py_ssize_t n):
-    cdef unsigned char lead = p[i], low = 0x80, high = 0xBF
-    cdef Py_ssize_t size, k
-    if 0xC2 <= lead <= 0xDF:
-        size = 2
-    elif 0xE0 <= lead <= 0xEF:
-        size = 3
-        low = 0xA0 if lead == 0xE0 else 0x80
-        high = 0x9F if lead == 0xED else 0xBF
-    elif 0xF0 <= lead <= 0xF4:
-        size = 4
-        low = 0x90 if lead == 0xF0 else 0x80
-        high = 0x8F if lead == 0xF4 else 0xBF
-    else:
-        return 0
-    if i + size > n or p[i + 1] < low or p[i + 1] > high:
+    cdef unsigned char lead = p[i]
+    cdef Py_ssize_t size = SEQUENCE[lead], k
+    if size == 0 or i + size > n or not SECOND_LOW[lead] <= p[i + 1] <= SECOND_HIGH[lead]:
         return 0
     for k in range(2, size):
-        if p[i + k] < 0x80 or p[i + k] > 0xBF:
+        if p[i + k] & 0xC0 != 0x80:
             return 0
     return size
 
@@ -64,13 +58,13 @@ cpdef list long_strings(bytes raw, long long least):
     cdef Py_ssize_t n = len(raw), i = 0, start, end, size
     cdef long long shorter, unwritten, unit, low
     cdef unsigned char kind, escape
+    cdef const void* quote
     found = []
-    while i < n:
-        if p[i] != 34:
-            i += 1
-            continue
-        i += 1
-        start = i
+    while True:
+        quote = memchr(p + i, 34, n - i) if i < n else NULL  # outside strings: quotes only
+        if quote == NULL:
+            return found
+        start = i = <const unsigned char*>quote - p + 1
         shorter = unwritten = 0
         while True:
             if i >= n:
@@ -133,4 +127,3 @@ cpdef list long_strings(bytes raw, long long least):
         if size < n and p[size] == 58:  # a key
             continue
         found += [start, end, end - start - shorter, end - start + 2 - unwritten]
-    return found
