@@ -181,11 +181,30 @@ def until_done(tui: TmuxClaude, timeout: float = 90) -> tuple[str, list[str]]:
         if "RESULTS" in screen and "✻" in screen:
             return screen, asked
         if "Do you want to proceed?" in screen:
-            asked.append(re.findall(r"advisor-mcp — (Advisor [\w ]+?) Tool", screen)[0])
-            tui.send_keys("Enter")
-            tui.wait_for(lambda now: "Do you want to proceed?" not in now, timeout=30)
+            tool = _dialog_tool(screen)
+            asked.append(tool)
+            _answer_yes(tui, tool)
         time.sleep(0.2)
     raise TimeoutError(f"no RESULTS within {timeout:g} s:\n{tui.capture()}")
+
+
+def _dialog_tool(screen: str) -> str | None:
+    """The advisor tool the permission dialog on SCREEN asks for (None: no dialog)."""
+    if "Do you want to proceed?" not in screen:
+        return None
+    return re.findall(r"advisor-mcp — (Advisor [\w ]+?) Tool", screen)[0]
+
+
+def _answer_yes(tui: TmuxClaude, tool: str | None, tries: int = 3) -> None:
+    """Enter on the dialog that asks for TOOL, until it is gone: on a loaded machine a key sent
+    while the dialog is still being drawn can be lost (the same dialog is still up 30 s later),
+    so Enter is sent again while that dialog, not the next one, is on the screen."""
+    for _ in range(tries):
+        tui.send_keys("Enter")
+        with contextlib.suppress(TimeoutError):
+            tui.wait_for(lambda now: _dialog_tool(now) != tool, timeout=10)
+            return
+    raise TimeoutError(f"the dialog for {tool} stayed after {tries} Enters:\n{tui.capture()}")
 
 
 @pytest.mark.skipif(not tmux_available(), reason="tmux is not installed")
